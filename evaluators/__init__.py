@@ -1,0 +1,1 @@
+"""Evaluator plugins shipped with evolve, found through the "evolve.evaluators" entry points."""

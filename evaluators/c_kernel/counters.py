@@ -1,0 +1,98 @@
+"""Counters stage: count one kernel call's events with perf or cachegrind, as feedback only.
+
+The counted run is the harness's `check` mode, a single call: `time` mode prints measured
+seconds, and formatting those digits alone makes cachegrind's count differ between runs.
+Its output is compared with the reference as well, so a kernel that takes a cheap wrong
+path when it notices the tool gets no counters. Nothing here fails a candidate: counters
+explain a time, they do not judge it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from evaluators.c_kernel.check import compare
+from evaluators.c_kernel.oracle import Trial
+from evaluators.c_kernel.params import CKernelParams
+from evaluators.c_kernel.stages import Runner
+from evolve.results import Counter
+from sandboxes.counters import CACHEGRIND, NONE, measure_counters
+
+# The counters worth a place in the feedback line, in its order; the rest stay in the record.
+HEADLINE = (
+    "instructions",
+    "cycles",
+    "D1_read_misses",
+    "LL_misses",
+    "cache-misses",
+    "branch-misses",
+)
+
+
+def _number(value: float) -> str:
+    return f"{value:.3g}".replace("e+0", "e").replace("e+", "e")
+
+
+def _label(name: str) -> str:
+    return name.replace("_", " ")
+
+
+def _context(name: str, counters: Mapping[str, Counter]) -> str:
+    """A ratio that makes a raw count readable: IPC beside cycles, the D1 read miss rate."""
+    values = {key: counter.value for key, counter in counters.items()}
+    if name == "cycles" and values.get("instructions") and values[name]:
+        return f" (IPC {values['instructions'] / values[name]:.2f})"
+    if name == "D1_read_misses" and values.get("data_reads"):
+        return f" ({values[name] / values['data_reads']:.1%} of reads)"
+    return ""
+
+
+def describe(
+    counters: Mapping[str, Counter],
+    source: str,
+    sizes: Mapping[str, int],
+    seed: Mapping[str, Counter],
+) -> str:
+    """One feedback line, e.g. `counters (cachegrind, simulated, n=128, one call):
+    instructions 1.52e7, ...; vs seed: instructions -61.0%`."""
+    how = f"{source}, simulated" if source == CACHEGRIND else source
+    where = ", ".join(f"{key}={value}" for key, value in sizes.items())
+    shown = [name for name in HEADLINE if name in counters]
+    readings = [f"{_label(n)} {_number(counters[n].value)}{_context(n, counters)}" for n in shown]
+    line = f"counters ({how}, {where}, one call): {', '.join(readings)}"
+    changes = [
+        f"{_label(name)} {counters[name].value / seed[name].value - 1:+.1%}"
+        for name in shown
+        if name in seed and seed[name].value
+    ]
+    return f"{line}; vs seed: {', '.join(changes)}" if changes else line
+
+
+def count(
+    run: Runner,
+    binary: bytes,
+    trial: Trial,
+    params: CKernelParams,
+    source: str,
+    seed: Mapping[str, Counter],
+) -> tuple[dict[str, Counter], str]:
+    """The counters of one call on `trial` (made at the counter sizes), and the feedback line."""
+    if source == NONE:
+        return {}, "no counters: perf cannot read this CPU's counters and valgrind is absent"
+    sizes = params.counted_sizes()
+    counted = measure_counters(
+        run.sandbox,
+        ["./kernel", "check", *params.size_args(sizes)],
+        files={"kernel": binary, "inputs.bin": trial.inputs},
+        limits=replace(run.limits, timeout_s=params.counter_timeout_s, cpu_s=None),
+        source=source,
+        collect=["output.bin"],
+    )
+    if counted.problem:
+        return {}, f"no counters: {counted.problem}"
+    output = counted.result.files.get("output.bin")
+    wrong = compare(output, trial.expected, rtol=params.rtol, atol=params.atol)
+    if wrong:
+        return {}, f"counters discarded: the counted call's output is wrong: {wrong}"
+    return counted.counters, describe(counted.counters, source, sizes, seed)

@@ -1,0 +1,47 @@
+"""The evaluator plugin contract and its discovery through entry points.
+
+Departure from DESIGN.md's sketch, on purpose: params are validated by the constructor,
+so a bad param fails at load time with the task file's line; and `prepare` runs on each
+evaluation worker with that worker's sandbox, because baselines (like the seed's time)
+belong to the machine that measures, which differs across a Ray cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Protocol
+
+from evolve.program import Program
+from evolve.results import EvalResult
+from evolve.sandbox import Sandbox
+
+GROUP = "evolve.evaluators"
+
+
+class Evaluator(Protocol):
+    name: str
+
+    def __init__(self, params: Mapping[str, Any], task_dir: Path) -> None: ...
+
+    def prepare(self, seed: Program, sandbox: Sandbox, workdir: Path) -> None:
+        """Once per worker before its first evaluation: build baselines, cache inputs."""
+        ...
+
+    def evaluate(self, program: Program, sandbox: Sandbox, *, seed: int) -> EvalResult:
+        """Run the cascade; `seed` makes this evaluation's random inputs fresh and reproducible."""
+        ...
+
+
+def available_evaluators() -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+def evaluator_class(name: str) -> type[Evaluator]:
+    """The plugin class registered under `name`; KeyError lists what is installed."""
+    found = available_evaluators()
+    if name not in found:
+        known = ", ".join(sorted(found)) or "none"
+        raise KeyError(f"no evaluator plugin named {name!r} (installed: {known})")
+    return found[name].load()

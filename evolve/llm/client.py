@@ -1,0 +1,293 @@
+"""One model request, made through the provider's own SDK, with the only retry loop there is.
+
+The SDKs' built-in retries are switched off so that every HTTP attempt passes through here
+and becomes an LLMCall: a storm of 429s shows up in the ledger, and its cost and waits are
+visible instead of hidden inside a library.
+
+Retried: 429 (after its Retry-After, capped), 5xx, timeouts and lost connections, with
+exponential backoff and jitter where the server gave no Retry-After. Not retried: any other
+4xx (a bad key or request stays bad) and an empty reply. An empty reply is an answer the
+model was paid for; asking the same prompt again mostly buys the same nothing, so it is
+returned at once (text None, status "empty") and the caller decides what to do next.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anthropic
+import openai
+
+from evolve.llm.config import ModelConfig
+from evolve.llm.prices import BUILTIN_PRICES, Price, cost
+
+Status = Literal["ok", "rate_limited", "server_error", "timeout", "empty", "error"]
+
+_RETRYABLE: frozenset[Status] = frozenset({"rate_limited", "server_error", "timeout"})
+_MAX_RETRY_AFTER_S = 60.0
+_BACKOFF_BASE_S = 1.0
+_BACKOFF_CAP_S = 30.0
+# Local servers (vLLM, Ollama, llama.cpp) often want no key, but the SDKs insist on one.
+_PLACEHOLDER_KEY = "no-key-needed"
+
+
+@dataclass(frozen=True)
+class LLMCall:
+    """One HTTP attempt, as the ledger and the USD budget see it. Holds no API key."""
+
+    provider: str
+    model: str
+    prompt: str
+    response: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    latency_s: float
+    status: Status
+    error: str | None = None
+    priced: bool = True  # False: the model is in no price table, so cost_usd is 0.0, not real
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The reply text (None if no attempt produced one) and every attempt that was paid for."""
+
+    text: str | None
+    calls: tuple[LLMCall, ...]
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    status: Status
+    text: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    error: str | None = None
+    retry_after: float | None = None
+
+
+class LLMClient:
+    """Talks to one model. Cheap to pickle to Ray workers: the SDK client (and the key inside
+    it) is rebuilt on first use in each process, never shipped."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        *,
+        timeout_s: float = 60.0,
+        max_attempts: int = 4,
+        prices: Mapping[str, Price] | None = None,
+        max_stored_chars: int = 20_000,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, not {max_attempts}")
+        self.config = config
+        self.timeout_s = timeout_s
+        self.max_attempts = max_attempts
+        self.price = {**BUILTIN_PRICES, **(prices or {})}.get(config.label)
+        self.max_stored_chars = max_stored_chars
+        self._sleep = sleep
+        self._sdk: openai.OpenAI | anthropic.Anthropic | None = None
+        self._api_key: str | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_sdk": None, "_api_key": None}
+
+    def complete(
+        self,
+        system: str,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int,
+        temperature: float | None = None,
+    ) -> Completion:
+        """Ask until a reply, a final error, or max_attempts; every attempt is recorded.
+
+        ValueError for a temperature with an Anthropic model: the Messages API (version
+        2026-10-21, which the SDK sends) rejects every sampling parameter, so it would
+        otherwise be dropped without a word."""
+        if temperature is not None and self.config.provider == "anthropic":
+            raise ValueError(
+                f"{self.config.label}: the Anthropic Messages API takes no temperature; "
+                "leave llm.temperature unset for Anthropic models"
+            )
+        prompt = self._clip(_render(system, messages))
+        calls: list[LLMCall] = []
+        for attempt in range(1, self.max_attempts + 1):
+            started = time.monotonic()
+            outcome = self._attempt(system, messages, max_tokens, temperature)
+            calls.append(self._record(prompt, outcome, time.monotonic() - started))
+            if outcome.status not in _RETRYABLE or attempt == self.max_attempts:
+                break
+            self._sleep(_wait(attempt, outcome.retry_after))
+        return Completion(outcome.text if outcome.status == "ok" else None, tuple(calls))
+
+    def _attempt(
+        self,
+        system: str,
+        messages: list[dict[str, str]],
+        max_tokens: int,
+        temperature: float | None,
+    ) -> _Attempt:
+        if self._sdk is None:
+            key = self._read_key()
+            if key is None:
+                return _Attempt(
+                    "error",
+                    error=f"no API key for {self.config.label}: set {self.config.key_env}",
+                )
+            self._connect(key)
+        try:
+            if isinstance(self._sdk, openai.OpenAI):
+                text, tokens_in, tokens_out = self._ask_openai(
+                    self._sdk, system, messages, max_tokens, temperature
+                )
+            else:
+                assert isinstance(self._sdk, anthropic.Anthropic)
+                text, tokens_in, tokens_out = self._ask_anthropic(
+                    self._sdk, system, messages, max_tokens
+                )
+        except (openai.APIError, anthropic.APIError) as failure:
+            return self._failed(failure)
+        if text is None or not text.strip():
+            return _Attempt(
+                "empty",
+                input_tokens=tokens_in,
+                output_tokens=tokens_out,
+                error="the model replied with no text",
+            )
+        return _Attempt("ok", text, input_tokens=tokens_in, output_tokens=tokens_out)
+
+    def _read_key(self) -> str | None:
+        key = os.environ.get(self.config.key_env, "").strip()
+        if key:
+            return key
+        return _PLACEHOLDER_KEY if self.config.base_url is not None else None
+
+    def _connect(self, key: str) -> None:
+        sdk = openai.OpenAI if self.config.provider == "openai" else anthropic.Anthropic
+        self._sdk = sdk(
+            base_url=self.config.base_url, api_key=key, timeout=self.timeout_s, max_retries=0
+        )
+        self._api_key = key
+
+    def _ask_openai(
+        self,
+        sdk: openai.OpenAI,
+        system: str,
+        messages: list[dict[str, str]],
+        max_tokens: int,
+        temperature: float | None,
+    ) -> tuple[str | None, int, int]:
+        # OpenAI's reasoning models refuse max_tokens; compatible servers may not know the
+        # newer max_completion_tokens.
+        limit = "max_tokens" if self.config.base_url else "max_completion_tokens"
+        options: dict[str, Any] = {limit: max_tokens}
+        if temperature is not None:
+            options["temperature"] = temperature
+        head = [{"role": "system", "content": system}] if system else []
+        reply = sdk.chat.completions.create(
+            model=self.config.model, messages=[*head, *messages], **options
+        )
+        usage = reply.usage
+        text = reply.choices[0].message.content if reply.choices else None
+        return text, usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0
+
+    def _ask_anthropic(
+        self, sdk: anthropic.Anthropic, system: str, messages: list[dict[str, str]], max_tokens: int
+    ) -> tuple[str | None, int, int]:
+        options: dict[str, Any] = {"max_tokens": max_tokens}
+        if system:
+            options["system"] = system
+        reply = sdk.messages.create(model=self.config.model, messages=messages, **options)
+        text = "".join(block.text for block in reply.content if block.type == "text")
+        return text, reply.usage.input_tokens, reply.usage.output_tokens
+
+    def _failed(self, failure: openai.APIError | anthropic.APIError) -> _Attempt:
+        where = self.config.base_url or f"the {self.config.provider} API"
+        if isinstance(failure, openai.APITimeoutError | anthropic.APITimeoutError):
+            return _Attempt("timeout", error=f"no reply from {where} within {self.timeout_s:g} s")
+        if isinstance(failure, openai.APIConnectionError | anthropic.APIConnectionError):
+            # A server that is down or restarting: its side failed, so worth another try.
+            cause = failure.__cause__ or failure
+            return _Attempt("server_error", error=f"cannot reach {where}: {cause}")
+        if not isinstance(failure, openai.APIStatusError | anthropic.APIStatusError):
+            return _Attempt("error", error=self._redact(f"bad reply from {where}: {failure}"))
+        code = failure.status_code
+        message = f"HTTP {code} from {self.config.label}: {_server_message(failure)}"
+        if code in (401, 403):
+            message += f" (the key is read from {self.config.key_env}: is it set and valid?)"
+        elif code == 404:
+            message += f" (is {self.config.model!r} a model that {where} serves?)"
+        status: Status = (
+            "rate_limited" if code == 429 else "server_error" if code >= 500 else "error"
+        )
+        retry_after = _retry_after(failure.response.headers.get("retry-after"))
+        return _Attempt(status, error=self._redact(message), retry_after=retry_after)
+
+    def _redact(self, text: str) -> str:
+        """Servers echo keys back in auth errors; none may reach a record."""
+        if self._api_key and self._api_key != _PLACEHOLDER_KEY:
+            return text.replace(self._api_key, "[redacted]")
+        return text
+
+    def _record(self, prompt: str, outcome: _Attempt, latency_s: float) -> LLMCall:
+        return LLMCall(
+            provider=self.config.vendor,
+            model=self.config.model,
+            prompt=prompt,
+            response=self._clip(outcome.text or ""),
+            input_tokens=outcome.input_tokens,
+            output_tokens=outcome.output_tokens,
+            cost_usd=0.0
+            if self.price is None
+            else cost(self.price, outcome.input_tokens, outcome.output_tokens),
+            latency_s=latency_s,
+            status=outcome.status,
+            error=outcome.error,
+            priced=self.price is not None,
+        )
+
+    def _clip(self, text: str) -> str:
+        if len(text) <= self.max_stored_chars:
+            return text
+        dropped = len(text) - self.max_stored_chars
+        return f"{text[: self.max_stored_chars]}\n[... {dropped} more characters not stored]"
+
+
+def _render(system: str, messages: list[dict[str, str]]) -> str:
+    """The conversation as one readable text, for the ledger (not for the wire)."""
+    parts = [f"[system]\n{system}"] if system else []
+    parts += [f"[{message['role']}]\n{message['content']}" for message in messages]
+    return "\n\n".join(parts)
+
+
+def _server_message(failure: openai.APIStatusError | anthropic.APIStatusError) -> str:
+    """The provider's own words, from either error shape ({error: {message}} or {message})."""
+    body = failure.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    return failure.message
+
+
+def _retry_after(header: str | None) -> float | None:
+    """Seconds from a Retry-After header; the HTTP-date form falls back to backoff."""
+    try:
+        return max(0.0, float(header)) if header is not None else None
+    except ValueError:
+        return None
+
+
+def _wait(attempt: int, retry_after: float | None) -> float:
+    if retry_after is not None:
+        return min(retry_after, _MAX_RETRY_AFTER_S)
+    ceiling = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** (attempt - 1))
+    return ceiling * random.uniform(0.5, 1.0)

@@ -1,0 +1,29 @@
+"""Building a task's mutators: the LLM operators need the task's model section and context."""
+
+from __future__ import annotations
+
+from evolve.hardware import describe_hardware
+from evolve.mutators import LLM_OPERATORS, MUTATORS, LLMEditor, Mutator
+from evolve.mutators.prompt import PromptContext
+from evolve.task import MutatorSpec
+from evolve.taskfile import LoadedTask
+
+
+def make_mutator(spec: MutatorSpec, task: LoadedTask) -> Mutator:
+    if spec.name not in LLM_OPERATORS:
+        return MUTATORS[spec.name](spec.params)
+    llm = task.spec.llm
+    assert llm is not None, "the task loader refuses LLM operators without an llm section"
+    templates = task.root / llm.templates if llm.templates else None
+    return LLMEditor(spec.name, spec.params, llm, prompt_context(task), templates)
+
+
+def prompt_context(task: LoadedTask) -> PromptContext:
+    main_file = task.seed.main_file
+    return PromptContext(
+        description=task.spec.description or task.spec.name,
+        objectives=tuple((o.name, o.direction) for o in task.spec.objectives),
+        notes=task.notes,
+        hardware=describe_hardware(),
+        language=main_file.rsplit(".", 1)[-1] if "." in main_file else "",
+    )

@@ -1,0 +1,130 @@
+"""LLM edit operators: a model sees the parent and proposes a structural change.
+
+`diff` asks for SEARCH/REPLACE blocks, `rewrite` for the whole evolve block; `crossover`
+shows a second parent and `fix` a failed one with its feedback, both answered as diffs. A reply that
+cannot be applied (a block that does not match, prose instead of code, an edit outside the
+EVOLVE-BLOCK) goes back to the model as feedback for exactly one repair turn; it is never
+silently skipped. Every call, repaired or not, travels back with the result, so the driver
+records what was paid for.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from evolve.llm.client import LLMCall, LLMClient
+
+from evolve.llm import ModelConfig, Price, parse_model
+from evolve.mutators.base import MutationError, MutationRequest, Proposal
+from evolve.mutators.edits import EditError, apply_diff, apply_rewrite, parse_diff
+from evolve.mutators.prompt import PromptContext, build_prompt, repair_prompt
+from evolve.program import Program
+from evolve.task import LLMSpec, ModelSpec
+
+
+class LLMEditorParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LLMEditor:
+    """One operator ("diff" or "rewrite") over the task's weighted models."""
+
+    Params = LLMEditorParams
+
+    def __init__(
+        self,
+        operator: str,
+        params: Mapping[str, Any],
+        llm: LLMSpec,
+        context: PromptContext,
+        templates: Path | None,
+    ) -> None:
+        from evolve.llm.client import LLMClient  # the SDKs load only where models are used
+
+        self.name = operator
+        self.params = LLMEditorParams.model_validate(dict(params))
+        self.llm = llm
+        self.context = context
+        self.templates = templates
+        prices = {
+            label: Price(p.input_per_mtok, p.output_per_mtok) for label, p in llm.prices.items()
+        }
+        self.clients = [
+            (
+                LLMClient(
+                    model_config(m), timeout_s=llm.timeout_s, max_attempts=llm.max_attempts,
+                    prices=prices,
+                ),
+                m.weight,
+            )
+            for m in llm.models
+        ]  # fmt: skip
+
+    def propose(self, request: MutationRequest) -> Proposal:
+        rng = random.Random(request.seed)
+        client = rng.choices([c for c, _ in self.clients], [w for _, w in self.clients])[0]
+        parent = request.parent
+        if self.name == "crossover" and not request.others:
+            raise MutationError("crossover needs a second parent; the island has only one")
+        system, user = build_prompt(self.name, self.context, parent, request.others, self.templates)
+        messages = [{"role": "user", "content": user}]
+        calls: list[LLMCall] = []
+        reply = self._ask(client, system, messages, calls)
+        try:
+            child = self._apply(parent.program, reply)
+        except EditError as problem:
+            messages += [
+                {"role": "assistant", "content": reply},
+                {"role": "user", "content": repair_prompt(str(problem), self.templates)},
+            ]
+            reply = self._ask(client, system, messages, calls)
+            try:
+                child = self._apply(parent.program, reply)
+            except EditError as again:
+                raise MutationError(
+                    f"{self.name}: the reply could not be applied, even after one repair: {again}",
+                    calls,
+                ) from None
+        record = {
+            "operator": self.name,
+            "mutator": self.name,
+            "model": client.config.label,
+            "repaired": len(messages) > 1,
+        }
+        if self.name == "crossover":
+            record["partner"] = request.others[0].id
+        return Proposal(child, record, tuple(calls))
+
+    def _ask(
+        self, client: LLMClient, system: str, messages: list[dict[str, str]], calls: list[LLMCall]
+    ) -> str:
+        completion = client.complete(
+            system, messages, max_tokens=self.llm.max_tokens, temperature=self.llm.temperature
+        )
+        calls.extend(completion.calls)
+        if completion.text is None:
+            statuses = ", ".join(call.status for call in completion.calls)
+            raise MutationError(f"{self.name}: no usable reply from the model ({statuses})", calls)
+        return completion.text
+
+    def _apply(self, parent: Program, reply: str) -> Program:
+        if self.name == "rewrite":
+            return apply_rewrite(parent, reply)
+        return apply_diff(parent, parse_diff(reply))
+
+
+def model_config(spec: ModelSpec) -> ModelConfig:
+    """A task's model entry as the client wants it; ValueError names what is wrong."""
+    if spec.base_url:
+        return parse_model(
+            {"model": spec.model, "base_url": spec.base_url, "api_key_env": spec.api_key_env}
+        )
+    config = parse_model(spec.model)
+    return replace(config, api_key_env=spec.api_key_env) if spec.api_key_env else config

@@ -1,0 +1,64 @@
+"""The contract between evaluators and the places where untrusted candidate code runs.
+
+Files travel in and out through `run` itself (never through shared host paths), so a
+backend whose work dir is wiped between jobs (a container's tmpfs) fits the same shape
+as a local subprocess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout_s: float = 30.0
+    cpu_s: float | None = None  # defaults to timeout_s: a busy loop dies even if the timer is lost
+    memory_bytes: int = 2 * 1024**3
+    max_processes: int = 64
+    max_output_bytes: int = 1024**2  # per stream; the rest is drained and dropped
+    max_file_bytes: int = 256 * 1024**2
+
+
+@dataclass
+class RunResult:
+    exit_code: int | None  # None when killed by a signal
+    signal: int | None
+    stdout: bytes
+    stderr: bytes
+    wall_s: float
+    peak_memory_bytes: int
+    timed_out: bool = False
+    output_truncated: bool = False
+    files: dict[str, bytes] = field(default_factory=dict)  # the `collect`ed outputs that exist
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def describe(self) -> str:
+        """One line for feedback text: how the process ended."""
+        if self.timed_out:
+            return f"timed out after {self.wall_s:.1f}s and was killed"
+        if self.signal is not None:
+            return f"killed by signal {self.signal}"
+        return f"exited with code {self.exit_code}"
+
+
+class Sandbox(Protocol):
+    name: str
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        files: Mapping[str, bytes],
+        limits: Limits,
+        collect: Sequence[str] = (),
+    ) -> RunResult:
+        """Run argv in a fresh work dir holding `files`; return the `collect`ed paths that exist."""
+        ...
+
+    def close(self) -> None: ...

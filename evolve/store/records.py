@@ -1,0 +1,142 @@
+"""What the store hands back: frozen values with no session behind them.
+
+Callers keep these across threads and after the store is closed, so they must never lazy-load
+or notice a later write; converting at the store's edge guarantees that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from evolve.program import Program
+from evolve.results import Counter, StageResult
+from evolve.store.schema import Candidate, Evaluation, LLMCall, Run
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    name: str
+    created_at: float
+    task_path: str
+    task_yaml: str
+    seed: int
+    settings: dict[str, Any]
+    status: str
+    wall_s_used: float
+    updated_at: float
+
+    @classmethod
+    def of(cls, row: Run) -> RunRecord:
+        return cls(
+            name=row.name,
+            created_at=row.created_at,
+            task_path=row.task_path,
+            task_yaml=row.task_yaml,
+            seed=row.seed,
+            settings=row.settings,
+            status=row.status,
+            wall_s_used=row.wall_s_used,
+            updated_at=row.updated_at,
+        )
+
+
+@dataclass(frozen=True)
+class CandidateRecord:
+    """`score` is None until the candidate has passed every evaluation it has had."""
+
+    id: int
+    run_name: str
+    parent_ids: tuple[int, ...]
+    island: int
+    generation: int
+    program: Program
+    code_hash: str
+    mutation: dict[str, Any]
+    status: str
+    score: float | None
+    measurements: int
+    created_at: float
+
+    @classmethod
+    def of(cls, row: Candidate) -> CandidateRecord:
+        return cls(
+            id=row.id,
+            run_name=row.run_name,
+            parent_ids=tuple(row.parent_ids),
+            island=row.island,
+            generation=row.generation,
+            program=Program(dict(row.files)),
+            code_hash=row.code_hash,
+            mutation=row.mutation,
+            status=row.status,
+            score=row.score,
+            measurements=row.measurements,
+            created_at=row.created_at,
+        )
+
+
+@dataclass(frozen=True)
+class EvaluationRecord:
+    """Stages and counters come back as the same types the evaluator produced."""
+
+    id: int
+    candidate_id: int
+    run_name: str
+    kind: str
+    status: str
+    stages: tuple[StageResult, ...]
+    metrics: dict[str, float]
+    counters: dict[str, Counter]
+    feedback: str
+    artifacts: dict[str, str]
+    sandbox: dict[str, Any]
+    score: float | None
+    input_seed: int
+    worker: str
+    started_at: float
+    finished_at: float
+
+    @classmethod
+    def of(cls, row: Evaluation) -> EvaluationRecord:
+        return cls(
+            id=row.id,
+            candidate_id=row.candidate_id,
+            run_name=row.run_name,
+            kind=row.kind,
+            status=row.status,
+            stages=tuple(StageResult(**stage) for stage in row.stages),
+            metrics=row.metrics,
+            counters={name: Counter(**reading) for name, reading in row.counters.items()},
+            feedback=row.feedback,
+            artifacts=row.artifacts,
+            sandbox=row.sandbox,
+            score=row.score,
+            input_seed=row.input_seed,
+            worker=row.worker,
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+        )
+
+
+@dataclass(frozen=True)
+class LLMCallRecord:
+    id: int
+    run_name: str
+    candidate_id: int | None
+    provider: str
+    model: str
+    operator: str
+    prompt: str
+    response: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    latency_s: float
+    status: str
+    error: str | None
+    created_at: float
+
+    @classmethod
+    def of(cls, row: LLMCall) -> LLMCallRecord:
+        return cls(**{column: getattr(row, column) for column in cls.__dataclass_fields__})

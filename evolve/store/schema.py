@@ -1,0 +1,136 @@
+"""The tables of the lineage store.
+
+This module is the schema's source of truth for queries and for Alembic's autogenerate, but
+it never creates tables itself: only migrations do, so that every database, old or new, goes
+through the same steps. Times are floats of unix seconds, which every backend stores alike.
+Constraint names are fixed by a naming convention so migrations can refer to them by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Double,
+    ForeignKey,
+    Index,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+PENDING = "pending"
+RUN_STATUSES = ("running", "finished", "stopped", "failed")
+EVALUATION_KINDS = ("evaluate", "remeasure")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Run(Base):
+    """One `evolve run`; it keeps the task text so a resume does not depend on the file."""
+
+    __tablename__ = "runs"
+
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    created_at: Mapped[float] = mapped_column(Double)
+    task_path: Mapped[str] = mapped_column(Text)
+    task_yaml: Mapped[str] = mapped_column(Text)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(32))
+    wall_s_used: Mapped[float] = mapped_column(Double, default=0.0)
+    updated_at: Mapped[float] = mapped_column(Double)
+
+
+class Candidate(Base):
+    """A program with its place in the search; (run, code_hash) is unique, which is the dedupe."""
+
+    __tablename__ = "candidates"
+    __table_args__ = (
+        UniqueConstraint("run_name", "code_hash"),
+        Index(None, "run_name", "status"),
+        Index(None, "run_name", "score"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    run_name: Mapped[str] = mapped_column(ForeignKey("runs.name"))
+    parent_ids: Mapped[list[int]] = mapped_column(JSON)
+    island: Mapped[int]
+    generation: Mapped[int]
+    files: Mapped[dict[str, str]] = mapped_column(JSON)
+    code_hash: Mapped[str] = mapped_column(String(64))
+    mutation: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(64), default=PENDING)
+    score: Mapped[float | None] = mapped_column(Double)
+    measurements: Mapped[int] = mapped_column(default=0)
+    created_at: Mapped[float] = mapped_column(Double)
+
+
+class Evaluation(Base):
+    """One evaluator run of one candidate; a candidate's status and score derive from these."""
+
+    __tablename__ = "evaluations"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id"), index=True)
+    run_name: Mapped[str] = mapped_column(ForeignKey("runs.name"))
+    kind: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(64))
+    stages: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    metrics: Mapped[dict[str, float]] = mapped_column(JSON)
+    counters: Mapped[dict[str, dict[str, Any]]] = mapped_column(JSON)
+    feedback: Mapped[str] = mapped_column(Text)
+    artifacts: Mapped[dict[str, str]] = mapped_column(JSON)
+    sandbox: Mapped[dict[str, Any]] = mapped_column(JSON)
+    score: Mapped[float | None] = mapped_column(Double)
+    input_seed: Mapped[int] = mapped_column(BigInteger)
+    worker: Mapped[str] = mapped_column(String(255))
+    started_at: Mapped[float] = mapped_column(Double)
+    finished_at: Mapped[float] = mapped_column(Double)
+
+
+class LLMCall(Base):
+    """One model request: the ledger behind the USD budget."""
+
+    __tablename__ = "llm_calls"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    run_name: Mapped[str] = mapped_column(ForeignKey("runs.name"), index=True)
+    candidate_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id"))
+    provider: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(255))
+    operator: Mapped[str] = mapped_column(String(64))
+    prompt: Mapped[str] = mapped_column(Text)
+    response: Mapped[str] = mapped_column(Text)
+    input_tokens: Mapped[int]
+    output_tokens: Mapped[int]
+    cost_usd: Mapped[float] = mapped_column(Double)
+    latency_s: Mapped[float] = mapped_column(Double)
+    status: Mapped[str] = mapped_column(String(64))
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Double)
+
+
+class Migration(Base):
+    """A candidate copied to another island by the search (not a schema migration)."""
+
+    __tablename__ = "migrations"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    run_name: Mapped[str] = mapped_column(ForeignKey("runs.name"), index=True)
+    candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id"))
+    to_island: Mapped[int]
+    created_at: Mapped[float] = mapped_column(Double)

@@ -1,0 +1,120 @@
+"""The schema of task.yaml. Strict: an unknown key is an error, never silently ignored."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from evolve.sandbox import Limits
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EvaluatorSpec(Strict):
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Objective(Strict):
+    """One metric to optimise; the score is the weighted sum over objectives, oriented up."""
+
+    name: str
+    direction: Literal["maximize", "minimize"]
+    weight: float = Field(1.0, gt=0)
+
+
+class SearchSpec(Strict):
+    islands: int = Field(3, ge=1, le=256)
+    migration_interval: int = Field(25, ge=1, description="evaluations between ring migrations")
+    selection_pressure: float = Field(1.5, gt=0, description="power-law exponent over ranks")
+    exploration: float = Field(0.1, ge=0, le=1, description="share of uniform parent picks")
+
+
+class MutatorSpec(Strict):
+    name: str
+    weight: float = Field(1.0, gt=0)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Budget(Strict):
+    candidates: int | None = Field(None, ge=1)
+    wall_time_s: float | None = Field(None, gt=0)
+    usd: float | None = Field(None, gt=0, description="model spend that stops new proposals")
+    tokens: int | None = Field(None, ge=1, description="model tokens (in + out), likewise")
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> Budget:
+        if self.candidates is None and self.wall_time_s is None:
+            raise ValueError("set at least one of candidates or wall_time_s")
+        return self
+
+
+class ModelSpec(Strict):
+    """`openai:MODEL`, `anthropic:MODEL`, or MODEL plus the base_url of an OpenAI-compatible
+    server (vLLM, Ollama, llama.cpp, SGLang)."""
+
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = Field(None, description="env var with the key, if not the usual")
+    weight: float = Field(1.0, gt=0)
+
+
+class PriceSpec(Strict):
+    input_per_mtok: float = Field(ge=0, description="USD per million input tokens")
+    output_per_mtok: float = Field(ge=0, description="USD per million output tokens")
+
+
+class LLMSpec(Strict):
+    models: list[ModelSpec] = Field(min_length=1)
+    timeout_s: float = Field(120.0, gt=0)
+    max_attempts: int = Field(4, ge=1, description="per request, 429s and 5xx included")
+    max_tokens: int = Field(4096, ge=1)
+    concurrency: int = Field(4, ge=1, description="model requests in flight, beside evaluations")
+    temperature: float | None = Field(None, ge=0, le=2)
+    prices: dict[str, PriceSpec] = Field(default_factory=dict, description="by model label")
+    templates: str | None = Field(None, description="folder of prompt templates that override")
+    finisher_share: float = Field(
+        0.2, ge=0, lt=1, description="share of proposals that tune model-made children's knobs"
+    )
+
+
+class SandboxSpec(Strict):
+    backend: Literal["docker", "process"] = "docker"
+    timeout_s: float = Field(30.0, gt=0)
+    memory_mb: int = Field(2048, ge=16)
+    max_processes: int = Field(64, ge=1)
+    max_output_kb: int = Field(1024, ge=1)
+    max_file_mb: int = Field(256, ge=1)
+
+    def limits(self) -> Limits:
+        return Limits(
+            timeout_s=self.timeout_s,
+            memory_bytes=self.memory_mb * 1024**2,
+            max_processes=self.max_processes,
+            max_output_bytes=self.max_output_kb * 1024,
+            max_file_bytes=self.max_file_mb * 1024**2,
+        )
+
+
+class TaskSpec(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    seed: list[str] = Field(min_length=1, description="program files, relative to task.yaml")
+    evaluator: EvaluatorSpec
+    objectives: list[Objective] = Field(min_length=1)
+    search: SearchSpec = Field(default_factory=SearchSpec)
+    mutators: list[MutatorSpec] = Field(
+        default_factory=lambda: [MutatorSpec(name="autotuner")], min_length=1
+    )
+    budget: Budget
+    sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
+    llm: LLMSpec | None = None
+    notes: str | None = None
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _one_file_is_a_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value

@@ -1,0 +1,1 @@
+"""What the user sees: the live dashboard during a run, tables after it."""

@@ -1,0 +1,113 @@
+"""Two watchers of a run: a live rich dashboard for terminals, plain lines for logs."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from evolve.events import Event, Snapshot
+from evolve.store import Store
+from evolve.ui.tables import leaderboard
+
+STYLES = {"best": "bold green", "failure": "red", "warning": "yellow", "remeasure": "cyan"}
+REFRESH_S = 0.5
+
+
+class Dashboard:
+    """Progress against the budget, the top 10, and the latest events, redrawn twice a second."""
+
+    def __init__(self, store: Store, run_name: str, console: Console) -> None:
+        self.store, self.run_name = store, run_name
+        self.events: deque[Text] = deque(maxlen=8)
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[shown]}"),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        self.candidates = self.progress.add_task("candidates", total=None, shown="")
+        self.wall = self.progress.add_task("wall time ", total=None, shown="")
+        self.live = Live(console=console, auto_refresh=False, transient=False)
+        self.drawn = 0.0
+        self.snapshot: Snapshot | None = None
+
+    def __enter__(self) -> Dashboard:
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._draw()
+        self.live.__exit__(None, None, None)
+
+    def event(self, event: Event) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        self.events.append(Text(f"{stamp} {event.text}", style=STYLES.get(event.kind, "")))
+
+    def tick(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        if time.monotonic() - self.drawn >= REFRESH_S:
+            self._draw()
+
+    def _draw(self) -> None:
+        self.drawn = time.monotonic()
+        s = self.snapshot
+        if s is not None:
+            self.progress.update(
+                self.candidates,
+                completed=s.candidates,
+                total=s.budget_candidates,
+                shown=f"{s.candidates}/{s.budget_candidates or 'no limit'}  "
+                f"{s.evaluated} evaluated, {s.failed} failed, {s.in_flight} running",
+            )
+            self.progress.update(
+                self.wall,
+                completed=s.elapsed_s,
+                total=s.budget_wall_s,
+                shown=f"{s.elapsed_s:.0f}s of {s.budget_wall_s:.0f}s"
+                if s.budget_wall_s
+                else f"{s.elapsed_s:.0f}s (no limit)",
+            )
+        table = leaderboard(self.store, self.run_name)
+        self.live.update(
+            Group(self.progress, table, Text("recent events", style="bold"), *self.events)
+        )
+        self.live.refresh()
+
+
+class PlainLog:
+    """For pipes and CI logs: noteworthy events as lines, and progress every 10 seconds."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.last = 0.0
+
+    def __enter__(self) -> PlainLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def event(self, event: Event) -> None:
+        if event.kind != "remeasure":
+            self.console.print(f"[{event.kind}] {event.text}", markup=False, highlight=False)
+
+    def tick(self, snapshot: Snapshot) -> None:
+        if time.monotonic() - self.last >= 10:
+            self.last = time.monotonic()
+            best = (
+                "-"
+                if snapshot.best_score is None
+                else f"#{snapshot.best_id} {snapshot.best_score:.4g}"
+            )
+            self.console.print(
+                f"[progress] {snapshot.candidates}/{snapshot.budget_candidates or '∞'} candidates, "
+                f"{snapshot.failed} failed, {snapshot.elapsed_s:.0f}s, best {best}",
+                markup=False,
+                highlight=False,
+            )

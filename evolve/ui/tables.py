@@ -1,0 +1,99 @@
+"""Leaderboard and candidate views, shared by the live dashboard and the commands."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from evolve.store import CandidateRecord, EvaluationRecord, Store
+
+KEY_METRICS = 4
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def latest_ok(store: Store, candidate_id: int) -> EvaluationRecord | None:
+    evaluations = [e for e in store.evaluations(candidate_id) if e.status == "ok"]
+    return evaluations[-1] if evaluations else None
+
+
+def leaderboard(store: Store, run_name: str, limit: int = 10) -> Table:
+    top = store.top(run_name, limit)
+    metrics = {c.id: (latest_ok(store, c.id) or None) for c in top}
+    names: list[str] = []
+    for evaluation in metrics.values():
+        for name in evaluation.metrics if evaluation else ():
+            if name not in names and len(names) < KEY_METRICS:
+                names.append(name)
+    table = Table(title=f"top {limit} of {run_name}", expand=False)
+    for column in ["rank", "id", "score", *names, "island", "gen", "parent", "measured"]:
+        table.add_column(column, justify="right")
+    for rank, candidate in enumerate(top, start=1):
+        evaluation = metrics[candidate.id]
+        values = [_fmt(evaluation.metrics.get(n)) if evaluation else "-" for n in names]
+        table.add_row(
+            str(rank),
+            f"#{candidate.id}",
+            _fmt(candidate.score),
+            *values,
+            str(candidate.island),
+            str(candidate.generation),
+            f"#{candidate.parent_ids[0]}" if candidate.parent_ids else "seed",
+            f"{candidate.measurements}x",
+        )
+    return table
+
+
+def _language(path: str) -> str:
+    suffix = path.rsplit(".", 1)[-1] if "." in path else ""
+    return {"c": "c", "h": "c", "cu": "cuda", "py": "python", "cpp": "cpp"}.get(suffix, "text")
+
+
+def candidate_view(store: Store, candidate: CandidateRecord) -> RenderableType:
+    parts: list[RenderableType] = [
+        Text(
+            f"candidate #{candidate.id}  run {candidate.run_name}  status {candidate.status}  "
+            f"score {_fmt(candidate.score)}  measurements {candidate.measurements}  "
+            f"island {candidate.island}  generation {candidate.generation}",
+            style="bold",
+        ),
+        Text(f"made by: {candidate.mutation}"),
+    ]
+    for path, text in candidate.program.files.items():
+        parts += [
+            Text(f"\n{path}", style="bold cyan"),
+            Syntax(text, _language(path), line_numbers=True),
+        ]
+    for evaluation in store.evaluations(candidate.id):
+        table = Table(title=f"evaluation {evaluation.id} ({evaluation.kind}): {evaluation.status}")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        table.add_column("source")
+        for name, value in evaluation.metrics.items():
+            table.add_row(name, _fmt(value), "evaluator")
+        for name, counter in evaluation.counters.items():
+            table.add_row(name, _fmt(counter.value), counter.source)
+        parts.append(table)
+        if evaluation.feedback:
+            parts.append(Text("feedback:\n" + evaluation.feedback, style="yellow"))
+    for call in store.llm_calls(candidate.id):
+        parts.append(
+            Text(
+                f"\nmodel call {call.id}: {call.provider}:{call.model} ({call.operator}) "
+                f"{call.status}, {call.input_tokens}+{call.output_tokens} tokens, "
+                f"${call.cost_usd:.4f}, {call.latency_s:.1f}s",
+                style="bold magenta",
+            )
+        )
+        parts += [Text("prompt:", style="bold"), Text(call.prompt)]
+        parts += [Text("response:", style="bold"), Text(call.response or call.error or "")]
+    lineage = store.lineage(candidate.id)
+    path = "  <-  ".join(
+        f"#{c.id} ({_fmt(c.score)}, {c.mutation.get('operator', '?')})" for c in lineage
+    )
+    parts.append(Text("\nlineage to the seed: " + path))
+    return Group(*parts)

@@ -1,0 +1,90 @@
+"""The Ray side of the engine: evaluation actors and mutation tasks.
+
+Evaluation runs in long-lived actors so each keeps its sandbox warm and its baselines;
+mutation runs as plain tasks that take no CPU slot, so a slow model never holds an
+evaluation slot idle.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from evolve.evaluator import Evaluator
+from evolve.mutators.base import MutationError, MutationRequest, Mutator, Proposal
+from evolve.program import Program
+from evolve.results import ERROR, UNAVAILABLE, EvalResult
+from evolve.sandbox import Limits, Sandbox
+
+
+@dataclass(frozen=True)
+class Finished:
+    result: EvalResult
+    started_at: float
+    finished_at: float
+    worker: str
+
+
+@dataclass(frozen=True)
+class MutationFailed:
+    reason: str
+    calls: tuple[Any, ...] = ()  # model calls made on the way: paid for, so recorded
+
+
+@ray.remote(num_cpus=1)
+class EvaluationWorker:
+    def __init__(self, evaluator: Evaluator, backend: str, limits: Limits, name: str) -> None:
+        self.evaluator = evaluator
+        self.evaluator.limits = limits  # type: ignore[attr-defined]
+        self.backend = backend
+        self.sandbox: Sandbox | None = None
+        self.workdir = Path(tempfile.mkdtemp(prefix="evolve-worker-"))
+        self.name = f"{name}@{socket.gethostname()}"
+
+    def prepare(self, seed: Program) -> str | None:
+        """Open the sandbox and run the evaluator's per-worker set-up; the error, if any."""
+        from sandboxes import open_sandbox  # imported here: only workers need a sandbox
+
+        try:
+            self.sandbox = open_sandbox(self.backend)
+            self.evaluator.prepare(seed, self.sandbox, self.workdir)
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    def close(self) -> None:
+        """Give the sandbox (a container, say) and the work dir back before the actor dies."""
+        if self.sandbox is not None:
+            self.sandbox.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def evaluate(self, program: Program, input_seed: int) -> Finished:
+        from sandboxes import SandboxUnavailable
+
+        assert self.sandbox is not None, "prepare() must succeed before evaluate()"
+        started = time.time()
+        try:
+            result = self.evaluator.evaluate(program, self.sandbox, seed=input_seed)
+        except SandboxUnavailable as exc:
+            result = EvalResult(UNAVAILABLE, feedback=str(exc))
+        except Exception:
+            result = EvalResult(ERROR, feedback="evaluator crashed:\n" + traceback.format_exc())
+        return Finished(result, started, time.time(), self.name)
+
+
+@ray.remote(num_cpus=0)
+def propose(mutator: Mutator, request: MutationRequest) -> Proposal | MutationFailed:
+    try:
+        return mutator.propose(request)
+    except MutationError as exc:
+        return MutationFailed(str(exc), exc.calls)
+    except Exception as exc:
+        return MutationFailed(f"{type(exc).__name__}: {exc}")

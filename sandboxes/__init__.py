@@ -1,0 +1,40 @@
+"""Sandbox backends, chosen by the task's `sandbox.backend`."""
+
+from __future__ import annotations
+
+import logging
+
+from evolve.sandbox import Sandbox
+from sandboxes.docker import DockerSandbox, SandboxUnavailable, docker_available
+from sandboxes.process import ProcessSandbox
+
+__all__ = [
+    "DockerSandbox",
+    "ProcessSandbox",
+    "SandboxUnavailable",
+    "docker_available",
+    "open_sandbox",
+]
+
+log = logging.getLogger("evolve.sandbox")
+
+BACKENDS = ("docker", "process")
+
+
+def open_sandbox(backend: str) -> Sandbox:
+    """The sandbox named `backend`; the unisolated process fallback always announces itself.
+
+    Raises SandboxUnavailable, naming the fix, when Docker is asked for but cannot work here.
+    """
+    if backend == "docker":
+        ok, why = docker_available()
+        if not ok:
+            raise SandboxUnavailable(why)
+        return DockerSandbox()
+    if backend == "process":
+        log.warning(
+            "the process sandbox does not isolate candidates from the host: they run as this "
+            "user with network and filesystem access, bounded only by rlimits and a timeout"
+        )
+        return ProcessSandbox()
+    raise ValueError(f"unknown sandbox backend {backend!r} (known: {', '.join(BACKENDS)})")

@@ -1,0 +1,89 @@
+"""`evolve sandbox check`: can this host run the Docker sandbox, and what can a job see in it?
+
+Also reaps sandbox containers left by dead processes (Ray actors die without ceremony).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import docker
+
+from evolve.sandbox import Limits, RunResult
+from sandboxes.docker import ENGINE_ERRORS, DockerSandbox, SandboxUnavailable, reap_stale
+from sandboxes.images.build import image_status
+
+PROBE_LIMITS = Limits(timeout_s=30)
+
+
+@dataclass(frozen=True)
+class Finding:
+    name: str
+    ok: bool
+    detail: str
+    required: bool = True  # a missing optional feature (perf, GPU) is reported, not a failure
+
+
+def check() -> list[Finding]:
+    """One finding per line of the report; the first failure that blocks the rest ends it."""
+    try:
+        client = docker.from_env(timeout=10)
+        version = client.version()
+    except ENGINE_ERRORS as exc:
+        return [Finding("engine", False, f"unreachable ({exc}): start Docker or install it")]
+    findings = [
+        Finding("engine", True, f"docker {version['Version']}, API {version['ApiVersion']}"),
+        Finding("stale containers", True, f"removed {reap_stale(client)}"),
+    ]
+    status = image_status(client)
+    if not status.present:
+        detail = f"{status.tag} is missing: run `evolve sandbox build`"
+        return [*findings, Finding("image", False, detail)]
+    size = (status.size_bytes or 0) / 1e9
+    findings.append(Finding("image", True, f"{status.tag}, {size:.2f} GB"))
+    sandbox = DockerSandbox(status.tag)
+    try:
+        return findings + _probe(sandbox)
+    except SandboxUnavailable as exc:
+        return [*findings, Finding("trivial job", False, str(exc))]
+    finally:
+        sandbox.close()
+
+
+def _probe(sandbox: DockerSandbox) -> list[Finding]:
+    started = time.monotonic()
+    trivial = sandbox.run(["true"], files={}, limits=PROBE_LIMITS)
+    cold = time.monotonic() - started
+    started = time.monotonic()
+    sandbox.run(["true"], files={}, limits=PROBE_LIMITS)
+    warm = time.monotonic() - started
+    perf = sandbox.run(
+        ["perf", "stat", "-x,", "-e", "instructions", "true"], files={}, limits=PROBE_LIMITS
+    )
+    gpu = sandbox.run(["sh", "-c", "nvidia-smi -L"], files={}, limits=PROBE_LIMITS)
+    return [
+        Finding(
+            "trivial job", trivial.ok, f"{trivial.describe()}: {cold:.2f}s cold, {warm:.3f}s warm"
+        ),
+        _perf_finding(perf),
+        Finding(
+            "gpu",
+            gpu.ok,
+            _first_line(gpu.stdout) if gpu.ok else "none visible in the sandbox",
+            required=False,
+        ),
+    ]
+
+
+def _perf_finding(result: RunResult) -> Finding:
+    """perf's CSV line starts with the count when the counter is readable."""
+    said = " ".join(result.stderr.decode(errors="replace").split())[:200]
+    if result.ok and said.split(",")[0].isdigit():
+        return Finding("perf counters", True, f"readable: {said}", required=False)
+    detail = f"unreadable ({said}); counters come from valgrind"
+    return Finding("perf counters", False, detail, required=False)
+
+
+def _first_line(data: bytes) -> str:
+    return next((line for line in data.decode(errors="replace").splitlines() if line.strip()), "")

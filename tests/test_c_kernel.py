@@ -1,0 +1,254 @@
+"""The c_kernel evaluator with real gcc, the real process sandbox and the real matmul_c task.
+
+Most candidates run at n=64 to keep the suite fast; only the seed test uses the task's 512.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from evaluators.c_kernel import CKernelEvaluator
+from evaluators.c_kernel.measure import parse_times
+from evaluators.c_kernel.oracle import make_trial
+from evaluators.c_kernel.stages import StageFailed
+from evolve.program import Program
+from evolve.task import TaskSpec
+from sandboxes import ProcessSandbox
+
+TASK_DIR = Path(__file__).resolve().parent.parent / "tasks" / "matmul_c"
+
+SIGNATURE = (
+    "void matmul(int n, const float *restrict A, const float *restrict B, float *restrict C)"
+)
+
+
+def kernel(*, before: str = "", after: str = "", prelude: str = "") -> str:
+    """A correct naive matmul with hooks to break it: code before and after the loops."""
+    return f"""{prelude}
+{SIGNATURE} {{
+  {before}
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {{
+      float sum = 0.0f;
+      for (int k = 0; k < n; k++) sum += A[i * n + k] * B[k * n + j];
+      C[i * n + j] = sum;
+    }}
+  {after}
+}}"""
+
+
+def candidate(body: str, flags: str = "-O2") -> Program:
+    return Program(
+        {"kernel.c": f"// EVOLVE-BLOCK-START\n// cflags: {flags}\n{body}\n// EVOLVE-BLOCK-END\n"}
+    )
+
+
+@pytest.fixture(scope="module")
+def spec() -> TaskSpec:
+    return TaskSpec.model_validate(yaml.safe_load((TASK_DIR / "task.yaml").read_text()))
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> ProcessSandbox:
+    return ProcessSandbox()
+
+
+def make_evaluator(spec: TaskSpec, **overrides: Any) -> CKernelEvaluator:
+    evaluator = CKernelEvaluator({**spec.evaluator.params, **overrides}, TASK_DIR)
+    evaluator.limits = spec.sandbox.limits()
+    return evaluator
+
+
+@pytest.fixture(scope="module")
+def small(spec: TaskSpec) -> CKernelEvaluator:
+    return make_evaluator(spec, sizes={"n": 64})
+
+
+def test_the_seed_passes_every_stage_with_metrics(spec: TaskSpec, sandbox: ProcessSandbox) -> None:
+    evaluator = make_evaluator(spec, counter_sizes={"n": 128})  # cachegrind takes ~7 s at 512
+    seed = Program.from_paths([TASK_DIR / path for path in spec.seed], TASK_DIR)
+    evaluator.prepare(seed, sandbox, TASK_DIR)
+    assert evaluator.baseline_s is not None and evaluator.baseline_s > 0
+
+    result = evaluator.evaluate(seed, sandbox, seed=1)
+    assert result.status == "ok", result.feedback
+    assert [s.name for s in result.stages] == ["build", "check", "measure", "counters"]
+    assert set(result.metrics) == {"time_s", "time_spread", "gflops", "speedup"}
+    assert result.metrics["gflops"] > 0 and result.metrics["time_spread"] >= 0
+    assert result.sandbox["backend"] == "process"
+
+
+def test_a_correct_candidate_passes_and_pickles_for_ray(
+    small: CKernelEvaluator, sandbox: ProcessSandbox
+) -> None:
+    shipped = pickle.loads(pickle.dumps(small))
+    result = shipped.evaluate(candidate(kernel(), "-O3 -march=native"), sandbox, seed=3)
+    assert result.status == "ok", result.feedback
+    assert "speedup" not in result.metrics  # no baseline without prepare
+
+
+def test_a_compile_error_is_build_failed_with_the_compiler_message(
+    small: CKernelEvaluator, sandbox: ProcessSandbox
+) -> None:
+    result = small.evaluate(candidate(f"{SIGNATURE} {{ return 1 }}"), sandbox, seed=1)
+    assert result.status == "build_failed"
+    assert "error:" in result.feedback and "kernel.c" in result.feedback
+
+
+def test_a_disallowed_flag_never_reaches_the_compiler(
+    small: CKernelEvaluator, sandbox: ProcessSandbox
+) -> None:
+    result = small.evaluate(candidate(kernel(), "-O2 -fplugin=x.so"), sandbox, seed=1)
+    assert result.status == "build_failed"
+    assert "-fplugin=x.so" in result.feedback and "-march=native" in result.feedback
+    assert result.sandbox["runs"] == 0
+
+
+@pytest.mark.parametrize(
+    ("prelude", "symbol"),
+    [
+        ("int helper(void) { return 1; }", "helper"),
+        (
+            "#include <time.h>\n"
+            "int clock_gettime(clockid_t c, struct timespec *t) { t->tv_sec = 0; return 0; }",
+            "clock_gettime",
+        ),
+        ("float scratch[16];", "scratch"),
+    ],
+)
+def test_an_extra_global_symbol_is_build_failed(
+    small: CKernelEvaluator, sandbox: ProcessSandbox, prelude: str, symbol: str
+) -> None:
+    result = small.evaluate(candidate(kernel(prelude=prelude)), sandbox, seed=1)
+    assert result.status == "build_failed"
+    assert symbol in result.feedback and "static" in result.feedback
+
+
+def test_a_wrong_value_names_its_row_and_column(
+    small: CKernelEvaluator, sandbox: ProcessSandbox
+) -> None:
+    result = small.evaluate(candidate(kernel(after="C[5 * n + 7] += 1.0f;")), sandbox, seed=1)
+    assert result.status == "check_failed"
+    assert "row 5, col 7" in result.feedback
+    assert "expected" in result.feedback and "got" in result.feedback
+    assert "max abs error 1" in result.feedback
+
+
+def test_nan_output_is_check_failed(small: CKernelEvaluator, sandbox: ProcessSandbox) -> None:
+    result = small.evaluate(candidate(kernel(after="C[3] = 0.0f / 0.0f;")), sandbox, seed=1)
+    assert result.status == "check_failed"
+    assert "NaN" in result.feedback and "row 0, col 3" in result.feedback
+
+
+def test_all_zero_output_is_check_failed(small: CKernelEvaluator, sandbox: ProcessSandbox) -> None:
+    zero = "for (int i = 0; i < n * n; i++) C[i] = 0.0f;"
+    result = small.evaluate(candidate(kernel(after=zero)), sandbox, seed=1)
+    assert result.status == "check_failed"
+    assert "all zeros" in result.feedback
+
+
+def test_a_hang_is_a_timeout(small: CKernelEvaluator, sandbox: ProcessSandbox) -> None:
+    impatient = pickle.loads(pickle.dumps(small))
+    impatient.limits = replace(small.limits, timeout_s=2)
+    spin = "volatile int spin = 1; while (spin) {}"
+    result = impatient.evaluate(candidate(kernel(before=spin)), sandbox, seed=1)
+    assert result.status == "timeout"
+    assert "timed out" in result.feedback
+
+
+def test_a_crash_is_check_failed_with_its_signal(
+    small: CKernelEvaluator, sandbox: ProcessSandbox
+) -> None:
+    crash = "*(volatile float *)0 = 1.0f;"
+    result = small.evaluate(candidate(kernel(before=crash)), sandbox, seed=1)
+    assert result.status == "check_failed"
+    assert "signal 11" in result.feedback
+
+
+def test_a_kernel_printing_100_mb_does_not_break_the_evaluator(
+    small: CKernelEvaluator, sandbox: ProcessSandbox
+) -> None:
+    flood = (  # 2,000,000 lines of 50 bytes: 100 MB, printed on the first call only
+        "static int said; if (!said) { said = 1;"
+        " for (long i = 0; i < 2000000; i++) fputs(LINE, stdout); }"
+    )
+    prelude = (
+        '#include <stdio.h>\n#define LINE "0123456789012345678901234567890123456789012345678\\n"'
+    )
+    result = small.evaluate(candidate(kernel(before=flood, prelude=prelude)), sandbox, seed=1)
+    assert result.status == "ok", result.feedback
+    assert result.sandbox["output_truncated"] is True
+
+
+def test_work_skipped_after_the_first_call_fails_measure(
+    small: CKernelEvaluator, sandbox: ProcessSandbox
+) -> None:
+    lazy = "static int calls; if (calls++) return;"
+    result = small.evaluate(candidate(kernel(before=lazy)), sandbox, seed=1)
+    assert result.status == "measure_failed"
+    assert "last timed call" in result.feedback
+
+
+@pytest.mark.parametrize(
+    ("fake", "reason"), [("1000.0", "not real"), ("0", "non-positive"), ("fast", "numbers")]
+)
+def test_timings_forged_by_the_candidate_fail_measure(
+    small: CKernelEvaluator, sandbox: ProcessSandbox, fake: str, reason: str
+) -> None:
+    prelude = f"""#include <stdio.h>
+#include <stdlib.h>
+static void forge(void) {{
+  FILE *f = fopen("times.txt", "w");
+  for (int r = 0; r < 7; r++) fputs("{fake}\\n", f);
+  fclose(f);
+}}"""
+    before = "static int armed; if (!armed) { armed = 1; atexit(forge); }"
+    result = small.evaluate(candidate(kernel(before=before, prelude=prelude)), sandbox, seed=1)
+    assert result.status == "measure_failed"
+    assert reason in result.feedback
+
+
+def test_every_seed_draws_fresh_inputs(spec: TaskSpec, sandbox: ProcessSandbox) -> None:
+    """A kernel that replays the answer for seed 1's inputs passes seed 1 and fails seed 2."""
+    tiny = make_evaluator(spec, sizes={"n": 4})
+    answer = make_trial(tiny.reference, tiny.reference_path, 1, {"n": 4}).expected.ravel()
+    table = ", ".join(f"{float(x)!r}f" for x in answer)
+    body = f"""static const float ANSWER[16] = {{{table}}};
+{SIGNATURE} {{
+  for (int i = 0; i < n * n; i++) C[i] = ANSWER[i];
+}}"""
+    replayed = tiny.evaluate(candidate(body), sandbox, seed=1)
+    assert [s.ok for s in replayed.stages[:2]] == [True, True], replayed.feedback
+    assert tiny.evaluate(candidate(body), sandbox, seed=2).status == "check_failed"
+
+
+def test_a_broken_seed_stops_the_run_in_prepare(
+    small: CKernelEvaluator, sandbox: ProcessSandbox
+) -> None:
+    fresh = pickle.loads(pickle.dumps(small))
+    with pytest.raises(RuntimeError, match="seed program fails"):
+        fresh.prepare(candidate(f"{SIGNATURE} {{ oops }}"), sandbox, TASK_DIR)
+
+
+def test_bad_params_fail_at_construction(spec: TaskSpec) -> None:
+    with pytest.raises(ValidationError, match="repz"):
+        make_evaluator(spec, repz=9)
+    with pytest.raises(ValidationError, match="reps"):
+        make_evaluator(spec, reps=2)
+    with pytest.raises(ValidationError, match="default_flags"):
+        make_evaluator(spec, default_flags="-O2 -fplugin=x.so")
+    with pytest.raises(ValueError, match=r"nowhere\.c"):
+        make_evaluator(spec, harness="nowhere.c")
+
+
+def test_parse_times_rejects_the_wrong_count() -> None:
+    with pytest.raises(StageFailed, match="expected 7"):
+        parse_times(b"0.1\n0.2\n", 7)
+    assert parse_times(b"1e-3\n2e-3\n3e-3\n4e-3\n5e-3\n", 5)[0] == 1e-3

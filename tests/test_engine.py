@@ -1,0 +1,144 @@
+"""The evolution loop end to end on real Ray and a real SQLite store, with the synthetic
+evaluator so that the engine's own behaviour is what is tested."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from evaluators.synthetic import SyntheticEvaluator
+from evolve import engine as engine_module
+from evolve.engine import Engine
+from evolve.events import Event, Snapshot
+from evolve.program import Program
+from evolve.results import EvalResult
+from evolve.sandbox import Sandbox
+from evolve.store import Store
+from evolve.taskfile import load_task, make_evaluator
+from sandboxes import SandboxUnavailable
+from tests.conftest import write_synthetic_task
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.snapshots: list[Snapshot] = []
+
+    def event(self, event: Event) -> None:
+        self.events.append(event)
+
+    def tick(self, snapshot: Snapshot) -> None:
+        self.snapshots.append(snapshot)
+
+
+def _run(tmp_path: Path, task_file: Path, *, workers: int = 2, seed: int = 7):
+    task = load_task(task_file)
+    store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
+    run = store.create_run(
+        "r1", task_path=str(task.path), task_yaml=task.text, seed=seed, settings={}
+    )
+    recorder = Recorder()
+    engine = Engine(
+        task,
+        store,
+        run,
+        make_evaluator(task),
+        workers=workers,
+        results_dir=tmp_path / "results",
+        observer=recorder,
+    )
+    return engine.run(), store, recorder
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_run_reaches_its_budget_improves_and_keeps_full_lineage(tmp_path: Path) -> None:
+    task_file = write_synthetic_task(tmp_path / "task", candidates=60, migration_interval=5)
+    outcome, store, recorder = _run(tmp_path, task_file)
+
+    assert outcome.reason.startswith("candidate budget reached")
+    assert store.count_candidates("r1") == 60
+    assert store.pending_candidates("r1") == []
+    seed = store.seed_candidate("r1")
+    assert seed is not None and seed.parent_ids == ()
+    best = outcome.best
+    assert best is not None and best.score is not None
+    assert best.score > seed.score  # distance to 100 shrank from the seed's 97
+    assert best.measurements >= 2  # a champion is re-measured before it is crowned
+    assert (tmp_path / "results" / "r1" / "best" / "seed.py").read_text() == best.program.files[
+        "seed.py"
+    ]
+    for candidate in store.top("r1", 60):
+        lineage = store.lineage(candidate.id)
+        assert lineage[-1].id == seed.id
+        kinds = Counter(e.kind for e in store.evaluations(candidate.id))
+        assert kinds["evaluate"] == 1
+    assert store.migrations("r1"), "ring migration never ran"
+    assert any(e.kind == "best" for e in recorder.events)
+    assert recorder.snapshots[-1].candidates == 60
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_failing_candidates_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
+    # The seed's knobs sum to 3, so nearly every step towards the target of 100 fails.
+    task_file = write_synthetic_task(
+        tmp_path / "task", candidates=40, params="{target: 100, fail_above: 3.5}"
+    )
+    outcome, store, recorder = _run(tmp_path, task_file)
+
+    counts = store.status_counts("r1")
+    assert counts.get("check_failed", 0) > 0 and counts.get("ok", 0) > 0
+    assert sum(counts.values()) == 40
+    failures = [e for e in recorder.events if e.kind == "failure" and e.candidate_id]
+    assert failures
+    failed = store.candidate(failures[0].candidate_id)
+    assert failed is not None and failed.status == "check_failed" and failed.score is None
+    assert "exceeds 3.5" in store.evaluations(failed.id)[0].feedback
+    assert outcome.best is not None and outcome.best.score is not None
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_failing_seed_ends_the_run_with_a_reason(tmp_path: Path) -> None:
+    task_file = write_synthetic_task(tmp_path / "task", params="{target: 100, fail_above: 1}")
+    outcome, store, _ = _run(tmp_path, task_file)
+    assert "the seed is not usable (status check_failed)" in outcome.reason
+    assert outcome.best is None
+    assert store.count_candidates("r1") == 1
+
+
+class SandboxDownFirst(SyntheticEvaluator):
+    """The synthetic evaluator behind a sandbox that is down for its first calls, as while a
+    Docker daemon restarts: the double stands in for the outage, not for the engine."""
+
+    def __init__(self, params: dict, task_dir: Path) -> None:
+        super().__init__(params, task_dir)
+        self.calls = 0
+
+    def evaluate(self, program: Program, sandbox: Sandbox, *, seed: int) -> EvalResult:
+        self.calls += 1
+        if self.calls <= 3:
+            raise SandboxUnavailable(f"docker daemon unreachable (outage number {self.calls})")
+        return super().evaluate(program, sandbox, seed=seed)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_an_unavailable_sandbox_delays_jobs_but_loses_and_records_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine_module, "UNAVAILABLE_RETRY_S", 0.2)
+    task = load_task(write_synthetic_task(tmp_path / "task", candidates=12))
+    store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
+    run = store.create_run("r1", task_path=str(task.path), task_yaml=task.text, seed=1, settings={})
+    recorder = Recorder()
+    evaluator = SandboxDownFirst({"target": 100}, task.root)
+    outcome = Engine(
+        task, store, run, evaluator, workers=1, results_dir=tmp_path / "out", observer=recorder
+    ).run()
+
+    assert outcome.reason == "candidate budget reached (12)"
+    statuses = {e.status for e in store.run_evaluations("r1")}
+    assert statuses == {"ok"}, "an outage must not be recorded against a candidate"
+    assert len([e for e in store.run_evaluations("r1") if e.kind == "evaluate"]) == 12
+    warnings = [e for e in recorder.events if e.kind == "warning"]
+    assert len(warnings) == 3 and "outage number 1" in warnings[0].text

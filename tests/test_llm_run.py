@@ -1,0 +1,221 @@
+"""Whole runs with a model: the real openai SDK, in Ray workers, against the scripted server.
+
+The scripted "model" reads the parent's code in its prompt and answers with a diff that
+raises knob A; around it the script stages what real APIs do: prose instead of code, a 429
+storm, a 500, an empty reply, a diff that does not match, and an edit outside the block.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evolve.engine import Engine
+from evolve.store import Store
+from evolve.taskfile import load_task, make_evaluator
+from tests.conftest import write_synthetic_task
+from tests.fakes.llm_server import Empty, Fail, Reply, ScriptedLLMServer, prompt_text
+
+TOKENS_IN, TOKENS_OUT = 100, 50
+PRICE_IN, PRICE_OUT = 2.0, 8.0  # USD per million tokens
+CALL_USD = (TOKENS_IN * PRICE_IN + TOKENS_OUT * PRICE_OUT) / 1e6
+
+
+def raise_a(body: dict[str, Any]) -> Reply:
+    """A sensible model: the first `A = N` line it was shown is the parent's; raise N."""
+    line = re.search(r"^A = (\d+)  # @knob int 0\.\.64$", prompt_text(body), re.M)
+    assert line, "the prompt did not show the parent's code"
+    value = int(line.group(1))
+    diff = (
+        "Raising A moves the sum towards the target.\n"
+        f"<<<<<<< SEARCH\n{line.group(0)}\n=======\nA = {min(value + 7, 64)}  # @knob int 0..64\n"
+        ">>>>>>> REPLACE\n"
+    )
+    return Reply(diff, input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT)
+
+
+def reply(text: str) -> Reply:
+    return Reply(text, input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT)
+
+
+NO_MATCH = reply("<<<<<<< SEARCH\nA = 999\n=======\nA = 5\n>>>>>>> REPLACE\n")
+OUTSIDE = reply(
+    "<<<<<<< SEARCH\n# EVOLVE-BLOCK-START\n=======\n# changed the marker\n>>>>>>> REPLACE\n"
+)
+
+
+def _task(tmp_path: Path, url: str, *, candidates: int, budget_usd: float | None = None) -> Path:
+    task = write_synthetic_task(tmp_path / "task", candidates=candidates, islands=1)
+    usd = f"\n  usd: {budget_usd}" if budget_usd else ""
+    text = task.read_text().replace(
+        f"  candidates: {candidates}\n", f"  candidates: {candidates}{usd}\n"
+    )
+    task.write_text(
+        text
+        + f"""mutators:
+  - name: diff
+llm:
+  models:
+    - {{model: scripted, base_url: "{url}"}}
+  timeout_s: 2
+  prices:
+    "openai-compatible:scripted": {{input_per_mtok: {PRICE_IN}, output_per_mtok: {PRICE_OUT}}}
+"""
+    )
+    return task
+
+
+def _run(tmp_path: Path, task_file: Path) -> tuple[Any, Store]:
+    task = load_task(task_file)
+    store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
+    run = store.create_run(
+        "llm", task_path=str(task.path), task_yaml=task.text, seed=3, settings={}
+    )
+    engine = Engine(task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path / "out")
+    return engine.run(), store
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_model_run_survives_a_real_apis_failures_and_improves(tmp_path: Path) -> None:
+    script = [
+        reply("I would make the code faster by thinking harder."),  # prose: one repair turn
+        raise_a,
+        Fail(429, retry_after=1),
+        Fail(429, retry_after=1),
+        Fail(500),
+        raise_a,
+        Empty(input_tokens=TOKENS_IN, output_tokens=0),
+        NO_MATCH,  # repaired by the next step
+        raise_a,
+        OUTSIDE,
+        OUTSIDE,  # the repair fails too: the proposal is dropped, its calls are kept
+    ]
+    with ScriptedLLMServer(*script, default=raise_a) as server:
+        outcome, store = _run(tmp_path, _task(tmp_path, server.openai_url, candidates=8))
+        requests = len(server.requests)
+
+    assert outcome.reason == "candidate budget reached (8)"
+    seed = store.seed_candidate("llm")
+    assert seed is not None and outcome.best is not None
+    assert outcome.best.score > seed.score  # type: ignore[operator]
+    diff_children = [c for c in store.top("llm", 10) if c.mutation.get("operator") == "diff"]
+    assert diff_children and all(
+        c.mutation["model"] == "openai-compatible:scripted" for c in diff_children
+    )
+    assert any(c.mutation["repaired"] for c in diff_children)
+
+    calls = store.llm_calls_of_run("llm")
+    assert len(calls) == requests, "every request the server saw is in the ledger"
+    statuses = [c.status for c in calls]
+    for status in ("ok", "rate_limited", "server_error", "empty"):
+        assert status in statuses, statuses
+    ok = [c for c in calls if c.status in ("ok", "empty")]
+    assert sum(c.input_tokens for c in ok) == TOKENS_IN * len(ok)
+    assert store.llm_spend("llm")[0] == pytest.approx(sum(c.cost_usd for c in calls))
+    assert all(c.cost_usd == pytest.approx(CALL_USD) for c in calls if c.status == "ok")
+    made = store.llm_calls(diff_children[0].id)
+    assert made and "SEARCH" in made[-1].response and "A = " in made[0].prompt
+    shown = subprocess.run(
+        [sys.executable, "-m", "evolve", "show", str(diff_children[0].id),
+         "--db", f"sqlite:///{tmp_path / 'evolve.db'}"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "openai-compatible:scripted (diff)" in shown.stdout
+    assert "prompt:" in shown.stdout and ">>>>>>> REPLACE" in shown.stdout
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_usd_budget_stops_the_run_within_one_call_of_the_limit(tmp_path: Path) -> None:
+    limit = 3.5 * CALL_USD
+    with ScriptedLLMServer(default=raise_a) as server:
+        task = _task(tmp_path, server.openai_url, candidates=50, budget_usd=limit)
+        outcome, store = _run(tmp_path, task)
+
+    spent, _ = store.llm_spend("llm")
+    assert outcome.reason.startswith("USD budget reached")
+    assert limit <= spent <= limit + CALL_USD
+    assert store.count_candidates("llm") < 50
+
+
+def fix_or_raise() -> Callable[[dict[str, Any]], Reply]:
+    """A model that repairs a failed program (lowers A, and sets C to a value no other
+    program has), and otherwise raises A by a step that varies from call to call."""
+    steps = itertools.count(1)
+
+    def answer(body: dict[str, Any]) -> Reply:
+        text = prompt_text(body)
+        a = re.search(r"^A = (\d+)  # @knob int 0\.\.64$", text, re.M)
+        c = re.search(r"^C = \S+  # @knob float 0\.1\.\.20$", text, re.M)
+        assert a and c
+        step, value = next(steps), int(a.group(1))
+        if "failed evaluation" in text:
+            edits = [
+                (a.group(0), f"A = {value - 30}  # @knob int 0..64"),
+                (c.group(0), f"C = {0.1 + step / 1000}  # @knob float 0.1..20"),
+            ]
+        else:
+            edits = [(a.group(0), f"A = {min(value + 15 + step % 20, 64)}  # @knob int 0..64")]
+        diff = "".join(
+            f"<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE\n" for old, new in edits
+        )
+        return Reply(diff, input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT)
+
+    return answer
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_fix_repairs_failed_candidates_and_crossover_records_both_parents(tmp_path: Path) -> None:
+    with ScriptedLLMServer(default=fix_or_raise()) as server:
+        task = _task(tmp_path, server.openai_url, candidates=30)
+        text = task.read_text().replace("{target: 100}", "{target: 100, fail_above: 40}")
+        text = text.replace("  timeout_s: 2\n", "  timeout_s: 2\n  finisher_share: 0\n")
+        text = text.replace(
+            "  - name: diff\n",
+            "  - {name: diff, weight: 2}\n  - {name: fix, weight: 5}\n"
+            "  - {name: crossover, weight: 2}\n",
+        )
+        task.write_text(text)
+        outcome, store = _run(tmp_path, task)
+
+    assert outcome.reason == "candidate budget reached (30)"
+    made = {}
+    for evaluation in store.run_evaluations("llm"):
+        candidate = store.candidate(evaluation.candidate_id)
+        made.setdefault(candidate.mutation.get("operator"), []).append(candidate)
+    fixes = made.get("fix", [])
+    assert fixes, f"no fix was tried: {sorted(made)} {store.status_counts('llm')}"
+    for child in fixes:
+        parent = store.candidate(child.parent_ids[0])
+        assert parent.status == "check_failed"
+        assert child.status == "ok"
+    crossovers = made.get("crossover", [])
+    assert crossovers and all(len(c.parent_ids) == 2 for c in crossovers)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_the_autotuner_finishes_what_the_model_made(tmp_path: Path) -> None:
+    with ScriptedLLMServer(default=raise_a) as server:
+        task = _task(tmp_path, server.openai_url, candidates=16)
+        task.write_text(
+            task.read_text().replace("  timeout_s: 2\n", "  timeout_s: 2\n  finisher_share: 0.5\n")
+        )
+        outcome, store = _run(tmp_path, task)
+
+    assert outcome.reason == "candidate budget reached (16)"
+    finished = [
+        c for e in store.run_evaluations("llm")
+        if (c := store.candidate(e.candidate_id)) and c.mutation.get("finisher")
+    ]  # fmt: skip
+    assert finished, "the finisher never ran"
+    for child in finished:
+        parent = store.candidate(child.parent_ids[0])
+        assert parent.mutation["operator"] == "diff" and parent.status == "ok"
+        assert child.mutation["operator"] in ("tune", "crossover") and not store.llm_calls(child.id)

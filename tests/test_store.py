@@ -1,0 +1,369 @@
+"""The lineage store against real databases: a SQLite file always, PostgreSQL when
+EVOLVE_TEST_POSTGRES_URL names a server (`.ci/postgres.sh` starts one and prints the URL)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
+
+from evolve.program import Program
+from evolve.results import Counter, EvalResult, StageResult
+from evolve.store import CandidateRecord, Store, default_url
+from evolve.store.schema import Base
+
+POSTGRES_URL = os.environ.get("EVOLVE_TEST_POSTGRES_URL")
+RUN = "run-1"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database. For PostgreSQL: a schema of its own, dropped afterwards, and a
+    plain `postgresql://` URL, so every test also checks that the store maps it to psycopg."""
+    if request.param == "sqlite":
+        yield default_url(tmp_path / "results")
+        return
+    if not POSTGRES_URL:
+        pytest.skip("EVOLVE_TEST_POSTGRES_URL is not set; run .ci/postgres.sh and export its URL")
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    admin = raw_engine(POSTGRES_URL)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    plain = make_url(POSTGRES_URL).set(drivername="postgresql")
+    yield plain.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
+        hide_password=False
+    )
+    with admin.begin() as connection:
+        connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    admin.dispose()
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[Store]:
+    with Store(url) as opened:
+        opened.create_run(RUN, task_path="task.yaml", task_yaml="seed: 1\n", seed=1, settings={})
+        yield opened
+
+
+def raw_engine(url: str) -> Engine:
+    """An engine that bypasses the store, to look at what it wrote."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return create_engine(parsed)
+
+
+def program(n: int) -> Program:
+    return Program(
+        {"kernel.c": f"int a;\n// EVOLVE-BLOCK-START\nint x = {n};\n// EVOLVE-BLOCK-END\n"}
+    )
+
+
+def add(store: Store, n: int, parents: list[int] | None = None, run: str = RUN) -> CandidateRecord:
+    record = store.add_candidate(
+        run, program(n), parent_ids=parents or [], island=n % 2, generation=0, mutation={"n": n}
+    )
+    assert record is not None
+    return record
+
+
+PASSED = EvalResult.from_stages(
+    [StageResult("build", True, 0.5), StageResult("measure", True, 1.5, metrics={"ns": 10.0})],
+    counters={"cycles": Counter(1e6, "perf")},
+)
+CHECK_FAILED = EvalResult.from_stages(
+    [StageResult("build", True, 0.5), StageResult("check", False, 0.1, feedback="x[3] differs")]
+)
+
+
+def evaluate(
+    store: Store, candidate_id: int, result: EvalResult, score: float | None, kind: str = "evaluate"
+) -> None:
+    store.record_evaluation(
+        candidate_id,
+        result,
+        kind=kind,
+        score=score,
+        input_seed=2**62 + 1,
+        worker="worker-0",
+        started_at=100.0,
+        finished_at=101.5,
+    )
+
+
+def test_migrations_create_exactly_the_schema(url: str) -> None:
+    Store(url).close()
+    Store(url).close()  # a second open finds the schema at head and changes nothing
+    engine = raw_engine(url)
+    with engine.connect() as connection:
+        assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
+            ("0001_initial",)
+        ]
+    engine.dispose()
+
+
+def test_runs(url: str) -> None:
+    with Store(url) as store:
+        assert store.latest_run() is None
+        first = store.create_run("a", task_path="t.yaml", task_yaml="x: 1\n", seed=7, settings={})
+        store.create_run("b", task_path="t.yaml", task_yaml="x: 2\n", seed=8, settings={"w": 4})
+        with pytest.raises(ValueError, match="already exists"):
+            store.create_run("a", task_path="t.yaml", task_yaml="", seed=0, settings={})
+        assert first.status == "running" and first.wall_s_used == 0.0
+        assert [run.name for run in store.list_runs()] == ["a", "b"]
+        latest = store.latest_run()
+        assert latest is not None and latest.name == "b" and latest.settings == {"w": 4}
+        store.set_run_status("a", "stopped")
+        store.add_wall_time("a", 1.5)
+        store.add_wall_time("a", 2.0)
+        again = store.get_run("a")
+        assert again is not None and again.status == "stopped" and again.wall_s_used == 3.5
+        assert again.task_yaml == "x: 1\n" and again.seed == 7
+        assert store.get_run("nope") is None
+        with pytest.raises(ValueError):
+            store.set_run_status("a", "paused")
+        with pytest.raises(KeyError):
+            store.add_wall_time("nope", 1.0)
+
+
+def test_duplicate_code_is_refused_and_nothing_is_written(store: Store) -> None:
+    seed = add(store, 1)
+    assert store.has_code(RUN, seed.code_hash)
+    spaced = Program(
+        {"kernel.c": "int  a;\n// EVOLVE-BLOCK-START\n  int x =  1;\n// EVOLVE-BLOCK-END"}
+    )
+    again = store.add_candidate(RUN, spaced, parent_ids=[], island=1, generation=3, mutation={})
+    assert again is None
+    assert store.count_candidates(RUN) == 1
+    assert store.candidate(seed.id) == seed
+    store.create_run("run-2", task_path="t.yaml", task_yaml="", seed=0, settings={})
+    elsewhere = add(store, 1, run="run-2")  # the rule is per run
+    assert elsewhere.id != seed.id and not store.has_code("run-3", seed.code_hash)
+
+
+def test_a_candidate_needs_an_existing_run(store: Store) -> None:
+    with pytest.raises(IntegrityError):
+        add(store, 1, run="no-such-run")
+
+
+def test_racing_writers_add_each_program_once(store: Store, url: str) -> None:
+    winners: list[list[int]] = [[], []]
+    start = threading.Barrier(2, timeout=30)
+
+    def write(slot: int) -> None:
+        with Store(url) as own:
+            start.wait()
+            for n in range(40):
+                if own.add_candidate(
+                    RUN, program(n), parent_ids=[], island=0, generation=0, mutation={}
+                ):
+                    winners[slot].append(n)
+
+    threads = [threading.Thread(target=write, args=(slot,)) for slot in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(winners[0] + winners[1]) == list(range(40))
+    assert store.count_candidates(RUN) == 40
+
+
+def test_first_evaluation_sets_status_score_and_round_trips(store: Store) -> None:
+    candidate = add(store, 1)
+    assert candidate.status == "pending" and candidate.measurements == 0
+    evaluate(store, candidate.id, PASSED, 2.5)
+    after = store.candidate(candidate.id)
+    assert after is not None
+    assert (after.status, after.score, after.measurements) == ("ok", 2.5, 1)
+    assert after.program == program(1) and after.mutation == {"n": 1}
+    [evaluation] = store.evaluations(candidate.id)
+    assert evaluation.stages == tuple(PASSED.stages)
+    assert evaluation.counters == {"cycles": Counter(1e6, "perf")}
+    assert evaluation.metrics == {"ns": 10.0} and evaluation.input_seed == 2**62 + 1
+    assert (evaluation.kind, evaluation.run_name, evaluation.worker) == (
+        "evaluate",
+        RUN,
+        "worker-0",
+    )
+    assert (evaluation.started_at, evaluation.finished_at) == (100.0, 101.5)
+
+
+def test_a_first_failure_keeps_its_status_and_no_score(store: Store) -> None:
+    candidate = add(store, 1)
+    evaluate(store, candidate.id, CHECK_FAILED, None)
+    after = store.candidate(candidate.id)
+    assert after is not None
+    assert (after.status, after.score, after.measurements) == ("check_failed", None, 0)
+    assert store.evaluations(candidate.id)[0].feedback == "[check] x[3] differs"
+    assert store.pending_candidates(RUN) == []
+
+
+def test_score_is_the_minimum_over_ok_measurements(store: Store) -> None:
+    candidate = add(store, 1)
+    evaluate(store, candidate.id, PASSED, 3.0)
+    evaluate(store, candidate.id, PASSED, 2.0, kind="remeasure")
+    evaluate(store, candidate.id, PASSED, 4.0, kind="remeasure")
+    after = store.candidate(candidate.id)
+    assert after is not None
+    assert (after.status, after.score, after.measurements) == ("ok", 2.0, 3)
+    assert [e.kind for e in store.evaluations(candidate.id)] == [
+        "evaluate",
+        "remeasure",
+        "remeasure",
+    ]
+
+
+def test_a_failed_remeasure_takes_the_score_away_for_good(store: Store) -> None:
+    candidate = add(store, 1)
+    evaluate(store, candidate.id, PASSED, 3.0)
+    evaluate(store, candidate.id, CHECK_FAILED, None, kind="remeasure")
+    evaluate(store, candidate.id, PASSED, 5.0, kind="remeasure")
+    after = store.candidate(candidate.id)
+    assert after is not None
+    assert (after.status, after.score, after.measurements) == ("check_failed", None, 2)
+    assert store.scored(RUN) == [] and store.best(RUN) is None
+
+
+def test_evaluation_arguments_are_checked(store: Store) -> None:
+    with pytest.raises(KeyError):
+        evaluate(store, 12345, PASSED, 1.0)
+    candidate = add(store, 1)
+    with pytest.raises(ValueError):
+        evaluate(store, candidate.id, PASSED, 1.0, kind="guess")
+    assert store.evaluations(candidate.id) == []
+
+
+def test_pending_candidates_are_those_never_evaluated(store: Store) -> None:
+    done, waiting, failing = add(store, 1), add(store, 2), add(store, 3)
+    evaluate(store, done.id, PASSED, 1.0)
+    evaluate(store, failing.id, CHECK_FAILED, None)
+    assert [c.id for c in store.pending_candidates(RUN)] == [waiting.id]
+    assert store.status_counts(RUN) == {"ok": 1, "pending": 1, "check_failed": 1}
+    assert store.count_candidates(RUN) == 3
+
+
+def test_lineage_follows_first_parents_to_the_seed(store: Store) -> None:
+    seed, other = add(store, 1), add(store, 2)
+    child = add(store, 3, parents=[seed.id])
+    crossed = add(store, 4, parents=[child.id, other.id])
+    assert [c.id for c in store.lineage(crossed.id)] == [crossed.id, child.id, seed.id]
+    assert store.lineage(seed.id) == [seed]
+    assert store.lineage(999_999) == []
+    assert crossed.parent_ids == (child.id, other.id)
+
+
+def test_scored_and_top_order(store: Store) -> None:
+    scores = [2.0, None, 5.0, 2.0, 1.0]
+    ids = []
+    for n, score in enumerate(scores):
+        candidate = add(store, n)
+        evaluate(store, candidate.id, PASSED if score is not None else CHECK_FAILED, score)
+        ids.append(candidate.id)
+    assert store.scored(RUN) == [
+        (ids[n], n % 2, score) for n, score in enumerate(scores) if score is not None
+    ]
+    assert [c.id for c in store.top(RUN, 3)] == [ids[2], ids[0], ids[3]]
+    assert [c.score for c in store.top(RUN, 10)] == [5.0, 2.0, 2.0, 1.0]
+    best = store.best(RUN)
+    assert best is not None and best.id == ids[2]
+
+
+def test_island_migrations_in_order(store: Store) -> None:
+    a, b = add(store, 1), add(store, 2)
+    store.add_migration(RUN, b.id, 0)
+    store.add_migration(RUN, a.id, 1)
+    store.add_migration(RUN, b.id, 1)
+    assert store.migrations(RUN) == [(b.id, 0), (a.id, 1), (b.id, 1)]
+    assert store.migrations("other") == []
+
+
+def test_a_store_refuses_to_be_pickled(store: Store) -> None:
+    with pytest.raises(TypeError, match="driver"):
+        pickle.dumps(store)
+
+
+def test_sqlite_file_settings(tmp_path: Path) -> None:
+    url = default_url(tmp_path / "not" / "yet")
+    with Store(url) as store, store._engine.connect() as connection:
+        pragma = {
+            name: connection.exec_driver_sql(f"PRAGMA {name}").scalar()
+            for name in ("journal_mode", "synchronous", "foreign_keys", "busy_timeout")
+        }
+    assert pragma == {
+        "journal_mode": "wal",
+        "synchronous": 1,
+        "foreign_keys": 1,
+        "busy_timeout": 30000,
+    }
+    assert (tmp_path / "not" / "yet" / "evolve.db").is_file()
+
+
+WRITER = """
+import sys
+from evolve.program import Program
+from evolve.results import EvalResult
+from evolve.store import Store
+
+store = Store(sys.argv[1])
+store.create_run("crash", task_path="task.yaml", task_yaml="", seed=0, settings={})
+for n in range(10**6):
+    code = Program({"k.c": f"// EVOLVE-BLOCK-START\\nint x = {n};\\n// EVOLVE-BLOCK-END\\n"})
+    c = store.add_candidate("crash", code, parent_ids=[], island=0, generation=0, mutation={})
+    remeasure = ("remeasure", "ok" if n % 2 else "check_failed")
+    for kind, status in [("evaluate", "ok")] + [remeasure] * (n % 3):
+        score = float(n % 7) if status == "ok" else None
+        store.record_evaluation(c.id, EvalResult(status=status), kind=kind, score=score,
+                                input_seed=n, worker="w", started_at=0.0, finished_at=1.0)
+    print(c.id, n, flush=True)
+"""
+
+
+def test_a_killed_writer_leaves_a_consistent_store(url: str) -> None:
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, url], stdout=subprocess.PIPE, text=True
+    )
+    assert writer.stdout is not None
+    reported = [writer.stdout.readline() for _ in range(150)]
+    writer.send_signal(signal.SIGKILL)
+    reported += writer.stdout.readlines()
+    assert writer.wait() == -signal.SIGKILL
+    finished = dict(tuple(map(int, line.split())) for line in reported if line.strip())
+
+    with Store(url) as store:
+        if url.startswith("sqlite"):
+            with sqlite3.connect(make_url(url).database or "") as db:
+                assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        engine = raw_engine(url)
+        with engine.connect() as connection:
+            ids = list(connection.execute(text("SELECT id FROM candidates")).scalars())
+        engine.dispose()
+        assert set(finished) <= set(ids) and len(ids) - len(finished) <= 1
+        for candidate_id in ids:
+            candidate = store.candidate(candidate_id)
+            assert candidate is not None
+            evaluations = store.evaluations(candidate_id)
+            if candidate.status == "pending":
+                assert evaluations == [] and candidate_id not in finished
+                continue
+            passed = [e.score for e in evaluations if e.status == "ok"]
+            all_ok = len(passed) == len(evaluations)
+            assert candidate.measurements == len(passed)
+            assert candidate.status == ("ok" if all_ok else "check_failed")
+            assert candidate.score == (min(passed) if all_ok else None)
+            if candidate_id in finished:
+                assert len(evaluations) == 1 + finished[candidate_id] % 3
