@@ -21,12 +21,16 @@ from evolve import workers
 from evolve.evaluator import Evaluator
 from evolve.events import Event, Observer, Snapshot
 from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Parent
+from evolve.mutators.agent_tools import AgentServices
 from evolve.mutators.factory import make_mutator
+from evolve.mutators.llm import model_config
 from evolve.results import ERROR, UNAVAILABLE, EvalResult
 from evolve.runs import write_best
 from evolve.scoring import score
 from evolve.search import Islands
+from evolve.search.bandit import ArmStats, CostAwareBandit, arm_name, improvement_reward, split_arm
 from evolve.store import CandidateRecord, RunRecord, Store
+from evolve.task import ModelSpec
 from evolve.taskfile import LoadedTask
 
 MAX_ATTEMPTS = 3  # evaluations lost to a dead worker are retried this often, then recorded
@@ -55,6 +59,7 @@ class MutationJob:
     island: int
     parent: CandidateRecord
     mutator: str
+    arm: str | None = None  # the bandit's (operator, model) choice, when it chose
 
 
 @dataclass(frozen=True)
@@ -100,9 +105,11 @@ class Engine:
         self.evals: dict[ray.ObjectRef, tuple[Job, ray.actor.ActorHandle]] = {}
         self.mutations: dict[ray.ObjectRef, MutationJob] = {}
         self.idle: list[ray.actor.ActorHandle] = []
+        services = self._agent_services(store) if self._has("agent") else None
         self.mutators = {
-            m.name: (ray.put(make_mutator(m, task)), m.weight) for m in self.spec.mutators
+            m.name: (ray.put(make_mutator(m, task, services)), m.weight) for m in self.spec.mutators
         }
+        self.bandit = self._restore_bandit() if self.spec.llm and self.spec.llm.adaptive else None
         self.spent_usd, self.spent_tokens = store.llm_spend(run.name)
         self.llm_proposals = 0  # finished proposals that called a model, for their average cost
         self.next_island = 0
@@ -121,6 +128,37 @@ class Engine:
         self.retry_at = 0.0
 
     # -- set-up -----------------------------------------------------------------------
+
+    def _has(self, mutator: str) -> bool:
+        return any(m.name == mutator for m in self.spec.mutators)
+
+    def _agent_services(self, store: Store) -> AgentServices:
+        """Drafts run in a sandbox like the workers'; the store is read through an actor on
+        this node, so agents on other machines see the run too."""
+        return AgentServices(
+            self.evaluator,
+            self.spec.sandbox.backend,
+            self.spec.sandbox.limits(),
+            workers.start_store_reader(store.url, self.run_name),
+        )
+
+    def _restore_bandit(self) -> CostAwareBandit:
+        """Arms are the configured model operators times the models; what they learnt before
+        a crash or Ctrl-C comes back from the store."""
+        llm = self.spec.llm
+        assert llm is not None
+        labels = [(make_label(m), m.weight) for m in llm.models]
+        weights = {
+            arm_name(m.name, label): m.weight * weight
+            for m in self.spec.mutators
+            if m.name in LLM_OPERATORS
+            for label, weight in labels
+        }
+        known = {
+            arm: ArmStats(pulls, reward, usd)
+            for arm, (pulls, reward, usd) in self.store.bandit_arms(self.run_name).items()
+        }
+        return CostAwareBandit(weights, known)
 
     def _restore(self) -> None:
         """Rebuild selection state from the store: scores, islands, migrations, champion."""
@@ -276,8 +314,13 @@ class Engine:
         if not names:
             return False  # only `fix` is configured, and nothing is broken yet
         name = self.rng.choices(names, weights=[self.mutators[n][1] for n in names])[0]
-        if name in LLM_OPERATORS and not self._affordable():
-            return False
+        arm = model = None
+        if name in LLM_OPERATORS:
+            if not self._affordable():
+                return False
+            if self.bandit is not None:
+                arm = self.bandit.choose(self.rng, [a for a in self.bandit.weights if self._may(a)])
+                name, model = split_arm(arm)
         island = self.next_island
         self.next_island = (self.next_island + 1) % self.islands.count
         parent_id = self.broken.popleft() if name == "fix" else self.islands.pick(island, self.rng)
@@ -293,11 +336,17 @@ class Engine:
         partner_id = self.islands.pick(island, self.rng)
         if partner_id is not None and partner_id != parent_id:
             others.append(self._as_parent(self._record(partner_id)))
-        request = MutationRequest(self._as_parent(parent), tuple(others), self.rng.getrandbits(63))
+        request = MutationRequest(
+            self._as_parent(parent), tuple(others), self.rng.getrandbits(63), model
+        )
         self.proposals += 1
         ref = workers.propose.remote(self.mutators[name][0], request)
-        self.mutations[ref] = MutationJob(island, parent, name)
+        self.mutations[ref] = MutationJob(island, parent, name, arm)
         return True
+
+    def _may(self, arm: str) -> bool:
+        """`fix` needs a broken candidate to work on."""
+        return split_arm(arm)[0] != "fix" or bool(self.broken)
 
     def _affordable(self) -> bool:
         """Whether one more model proposal fits the USD and token budgets, counting those in
@@ -335,7 +384,7 @@ class Engine:
         except RayError as exc:
             proposal = workers.MutationFailed(f"mutation task lost: {exc}")
         if isinstance(proposal, workers.MutationFailed):
-            self._record_calls(proposal.calls, job.mutator)
+            self._record_calls(proposal.calls, job)
             self.fruitless += 1
             self._emit(
                 Event("failure", f"{job.mutator} failed on #{job.parent.id}: {proposal.reason}")
@@ -343,35 +392,39 @@ class Engine:
             return
         budget = self.spec.budget.candidates
         if budget is not None and self.added >= budget:
-            self._record_calls(proposal.calls, job.mutator)
+            self._record_calls(proposal.calls, job)
             return
-        self._count_spend(proposal.calls)
+        self._count_spend(proposal.calls, job.arm)
         child = self.store.add_candidate(
             self.run_name,
             proposal.program,
             parent_ids=[job.parent.id, *_partners(proposal.record)],
             island=job.island,
             generation=job.parent.generation + 1,
-            mutation={**proposal.record, "finisher": True}
-            if job.mutator == FINISHER
-            else proposal.record,
+            mutation=_mutation_record(proposal.record, job),
             llm_calls=proposal.calls,
+            arm=job.arm,
         )
         if child is None:
             self.fruitless += 1  # already evaluated: never evaluate a program twice
-            self.store.record_llm_calls(self.run_name, proposal.calls, operator=job.mutator)
+            self.store.record_llm_calls(
+                self.run_name, proposal.calls, operator=job.mutator, arm=job.arm
+            )
             return
         self.added += 1
         self.queue.append(Job(child, "evaluate"))
 
-    def _record_calls(self, calls: tuple, operator: str) -> None:
-        self._count_spend(calls)
-        self.store.record_llm_calls(self.run_name, calls, operator=operator)
+    def _record_calls(self, calls: tuple, job: MutationJob) -> None:
+        self._count_spend(calls, job.arm)
+        self.store.record_llm_calls(self.run_name, calls, operator=job.mutator, arm=job.arm)
 
-    def _count_spend(self, calls: tuple) -> None:
+    def _count_spend(self, calls: tuple, arm: str | None) -> None:
+        usd = sum(call.cost_usd for call in calls)
         self.llm_proposals += bool(calls)
-        self.spent_usd += sum(call.cost_usd for call in calls)
+        self.spent_usd += usd
         self.spent_tokens += sum(call.input_tokens + call.output_tokens for call in calls)
+        if arm is not None and self.bandit is not None:
+            self.bandit.pulled(arm, usd)
 
     def _finish_evaluation(self, ref: ray.ObjectRef) -> None:
         job, actor = self.evals.pop(ref)
@@ -400,6 +453,7 @@ class Engine:
             names = [o.name for o in self.spec.objectives]
             result.status = ERROR
             result.feedback += f"\nthe evaluator reported no finite value for {names}"
+        reward = self._reward(job, value)
         candidate = self.store.record_evaluation(
             job.candidate.id,
             result,
@@ -409,11 +463,22 @@ class Engine:
             worker=finished.worker,
             started_at=finished.started_at,
             finished_at=finished.finished_at,
+            reward=reward,
         )
+        if reward is not None and self.bandit is not None:
+            self.bandit.rewarded(*reward)
         self._remember(candidate)
         if job.kind == "evaluate":
             self.recorded += 1
         self._update_search(candidate, job, result)
+
+    def _reward(self, job: Job, value: float | None) -> tuple[str, float] | None:
+        """What a bandit-chosen child earns its arm: its improvement over its parent."""
+        arm = job.candidate.mutation.get("arm")
+        if self.bandit is None or job.kind != "evaluate" or arm not in self.bandit.stats:
+            return None
+        parent = self._record(job.candidate.parent_ids[0])
+        return arm, improvement_reward(value, parent.score)
 
     def _sandbox_down(self, job: Job, why: str) -> None:
         """Not the candidate's fault: keep it pending and retry it until the sandbox is back."""
@@ -513,6 +578,16 @@ class Engine:
                 best_score=self.best[1] if self.best else None,
             )
         )
+
+
+def _mutation_record(record: dict, job: MutationJob) -> dict:
+    if job.mutator == FINISHER:
+        return {**record, "finisher": True}
+    return {**record, "arm": job.arm} if job.arm else record
+
+
+def make_label(spec: ModelSpec) -> str:
+    return model_config(spec).label
 
 
 def _partners(record: dict) -> list[int]:

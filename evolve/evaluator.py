@@ -33,6 +33,10 @@ class Evaluator(Protocol):
         """Run the cascade; `seed` makes this evaluation's random inputs fresh and reproducible."""
         ...
 
+    # Optional: `draft(program, sandbox, *, seed) -> EvalResult` runs only the cheap stages
+    # (build and check) for the agent's drafts, without `prepare`'s baselines. An evaluator
+    # without it has its whole cascade run on each draft, which must then not need them.
+
 
 def available_evaluators() -> dict[str, Any]:
     return {ep.name: ep for ep in entry_points(group=GROUP)}

@@ -76,6 +76,10 @@ class LLMSpec(Strict):
     temperature: float | None = Field(None, ge=0, le=2)
     prices: dict[str, PriceSpec] = Field(default_factory=dict, description="by model label")
     templates: str | None = Field(None, description="folder of prompt templates that override")
+    adaptive: bool = Field(
+        False,
+        description="choose operator and model by a cost-aware bandit, not by fixed weights",
+    )
     finisher_share: float = Field(
         0.2, ge=0, lt=1, description="share of proposals that tune model-made children's knobs"
     )

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shutil
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +14,8 @@ import pytest
 import ray
 
 from evolve import cluster
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SYNTHETIC_SEED = """\
 # A program for the synthetic evaluator: its score is how close the knob sum is to target.
@@ -79,3 +84,22 @@ def write_synthetic_task(
         )
     )
     return task
+
+
+def write_matmul_task(
+    folder: Path, model: dict[str, str], *, mutator: str, candidates: int = 2, n: int = 64
+) -> Path:
+    """The shipped matmul task made small (no counters, the process sandbox), evolved by one
+    model operator."""
+    task_dir = folder / "matmul"
+    shutil.copytree(ROOT / "tasks" / "matmul_c", task_dir)
+    text = (task_dir / "task.yaml").read_text()
+    text = re.sub(r"(?m)^    counter_sizes: .*\n", "", text)
+    text = text.replace("sizes: {n: 512}", f"sizes: {{n: {n}}}\n    counters: false")
+    text = text.replace("reps: 7", "reps: 5")
+    text = text.replace("  - {name: autotuner}", f"  - {{name: {mutator}}}")
+    text = text.replace("  candidates: 200", f"  candidates: {candidates}")
+    text = text.replace("  backend: docker", "  backend: process")
+    text += f"llm:\n  models:\n    - {json.dumps(model)}\n  timeout_s: 5\n  finisher_share: 0\n"
+    (task_dir / "task.yaml").write_text(text)
+    return task_dir / "task.yaml"

@@ -8,6 +8,8 @@ storm, a 500, an empty reply, a diff that does not match, and an edit outside th
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import re
 import subprocess
 import sys
@@ -20,7 +22,7 @@ import pytest
 from evolve.engine import Engine
 from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
-from tests.conftest import write_synthetic_task
+from tests.conftest import write_matmul_task, write_synthetic_task
 from tests.fakes.llm_server import Empty, Fail, Reply, ScriptedLLMServer, prompt_text
 
 TOKENS_IN, TOKENS_OUT = 100, 50
@@ -219,3 +221,48 @@ def test_the_autotuner_finishes_what_the_model_made(tmp_path: Path) -> None:
         parent = store.candidate(child.parent_ids[0])
         assert parent.mutation["operator"] == "diff" and parent.status == "ok"
         assert child.mutation["operator"] in ("tune", "crossover") and not store.llm_calls(child.id)
+
+
+def matmul_tuner(body: dict[str, Any]) -> Reply:
+    """A model that knows the notes: first the loop order and -O3, then smaller k tiles."""
+    text = prompt_text(body)
+    order = re.search(r"^#define LOOP_ORDER (\w+) .*$", text, re.M)
+    flags = re.search(r"^// cflags: (-O\d)( .*)$", text, re.M)
+    tile = re.search(r"^#define TILE_K (\d+)( .*)$", text, re.M)
+    assert order and flags and tile, "the prompt did not show the parent's code"
+    if order.group(1) == "IJK":
+        edits = [
+            (order.group(0), order.group(0).replace("IJK  //", "IKJ  //")),
+            (flags.group(0), f"// cflags: -O3{flags.group(2)}"),
+        ]
+    else:
+        smaller = max(int(tile.group(1)) // 2, 8)
+        edits = [(tile.group(0), f"#define TILE_K {smaller}{tile.group(2)}")]
+    diff = "".join(f"<<<<<<< SEARCH\n{a}\n=======\n{b}\n>>>>>>> REPLACE\n" for a, b in edits)
+    return Reply(f"Following the notes.\n{diff}", input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT)
+
+
+def test_evolve_run_on_matmul_with_an_anthropic_model_improves_on_the_seed(tmp_path: Path) -> None:
+    with ScriptedLLMServer(default=matmul_tuner) as server:
+        model = {"model": "anthropic:scripted", "base_url": server.anthropic_url}
+        task = write_matmul_task(tmp_path, model, mutator="diff", candidates=3, n=256)
+        env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-key"}
+        done = subprocess.run(
+            [sys.executable, "-m", "evolve", "run", str(task), "--name", "mm", "--workers", "1"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        requests = list(server.requests)
+
+    assert done.returncode == 0, done.stderr
+    assert requests and {r.api for r in requests} == {"anthropic"}
+    assert {r.api_key for r in requests} == {"sk-ant-test-key"}
+    with Store(f"sqlite:///{tmp_path / 'results' / 'evolve.db'}") as store:
+        seed, best = store.seed_candidate("mm"), store.best("mm")
+        assert seed is not None and best is not None and best.id != seed.id
+        assert best.score > 2 * seed.score  # type: ignore[operator]  # i-k-j at -O3: ~10x
+        assert best.mutation["operator"] == "diff"
+        assert best.mutation["model"] == "anthropic:scripted"
+        calls = store.llm_calls(best.id)
+        assert calls and calls[-1].provider == "anthropic" and "REPLACE" in calls[-1].response
+        assert "sk-ant-test-key" not in json.dumps([c.prompt for c in calls])
+    assert "sk-ant-test-key" not in done.stdout + done.stderr

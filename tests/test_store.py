@@ -112,7 +112,7 @@ def test_migrations_create_exactly_the_schema(url: str) -> None:
     with engine.connect() as connection:
         assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0001_initial",)
+            ("0002_bandit_arms",)
         ]
     engine.dispose()
 
@@ -367,3 +367,29 @@ def test_a_killed_writer_leaves_a_consistent_store(url: str) -> None:
             assert candidate.score == (min(passed) if all_ok else None)
             if candidate_id in finished:
                 assert len(evaluations) == 1 + finished[candidate_id] % 3
+
+
+def test_bandit_arms_count_pulls_spend_and_rewards_with_what_they_count(store: Store) -> None:
+    from evolve.llm.client import LLMCall
+
+    def paid(usd: float) -> LLMCall:
+        return LLMCall("openai", "m", "p", "r", 10, 5, usd, 0.1, "ok")
+
+    arm = "diff @ openai:m"
+    child = store.add_candidate(
+        RUN, program(1), parent_ids=[], island=0, generation=1,
+        mutation={"operator": "diff", "arm": arm}, llm_calls=[paid(0.25)], arm=arm,
+    )  # fmt: skip
+    assert child is not None
+    store.record_llm_calls(RUN, [paid(0.5), paid(0.5)], operator="diff", arm=arm)
+    duplicate = store.add_candidate(
+        RUN, program(1), parent_ids=[], island=0, generation=1, mutation={}, arm=arm
+    )
+    assert duplicate is None  # nothing written, the pull included
+    assert store.bandit_arms(RUN) == {arm: (2, 0.0, 1.25)}
+    store.record_evaluation(
+        child.id, PASSED, kind="evaluate", score=2.0, input_seed=1, worker="w",
+        started_at=1.0, finished_at=2.0, reward=(arm, 0.75),
+    )  # fmt: skip
+    assert store.bandit_arms(RUN) == {arm: (2, 0.75, 1.25)}
+    assert store.bandit_arms("another run") == {}

@@ -172,7 +172,7 @@ BAD = {
         GOOD + "mutators:\n  - name: autotuner\n  - name: genius\n",
         "mutators[1].name",
         13,
-        "unknown mutator 'genius' (known: autotuner",
+        "unknown mutator 'genius' (known: agent, autotuner",
     ),
     "model operator without a model": Bad(
         GOOD + "mutators:\n  - name: diff\n",

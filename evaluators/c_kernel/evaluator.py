@@ -68,7 +68,13 @@ class CKernelEvaluator:
     def evaluate(self, program: Program, sandbox: Sandbox, *, seed: int) -> EvalResult:
         return self._cascade(program, sandbox, seed)
 
-    def _cascade(self, program: Program, sandbox: Sandbox, seed: int) -> EvalResult:
+    def draft(self, program: Program, sandbox: Sandbox, *, seed: int) -> EvalResult:
+        """Build and check only, for the agent's drafts: no baseline needed, no timing."""
+        return self._cascade(program, sandbox, seed, measured=False)
+
+    def _cascade(
+        self, program: Program, sandbox: Sandbox, seed: int, *, measured: bool = True
+    ) -> EvalResult:
         run = Runner(sandbox, self.limits)
         stages: list[StageResult] = []
         counters: dict[str, Counter] = {}
@@ -78,8 +84,10 @@ class CKernelEvaluator:
             with stage(stages, "check"):
                 trial = make_trial(self.reference, self.reference_path, seed, self.params.sizes)
                 check(run, binary, trial, self.params)
-            with stage(stages, "measure") as measured:
-                measured.metrics = measure(run, binary, trial, self.params, self.baseline_s)
+            if not measured:
+                return EvalResult.from_stages(stages, sandbox=run.summary())
+            with stage(stages, "measure") as timing:
+                timing.metrics = measure(run, binary, trial, self.params, self.baseline_s)
             if self.counter_source is not None:
                 with stage(stages, "counters") as counting:
                     counters, counting.feedback = count(

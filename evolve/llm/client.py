@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -24,6 +24,18 @@ import anthropic
 import openai
 
 from evolve.llm.config import ModelConfig
+from evolve.llm.conversation import (
+    AssistantTurn,
+    Tool,
+    ToolUse,
+    Turn,
+    anthropic_messages,
+    anthropic_tools,
+    openai_messages,
+    openai_tools,
+    parse_arguments,
+    render_turn,
+)
 from evolve.llm.prices import BUILTIN_PRICES, Price, cost
 
 Status = Literal["ok", "rate_limited", "server_error", "timeout", "empty", "error"]
@@ -62,9 +74,17 @@ class Completion:
 
 
 @dataclass(frozen=True)
+class Exchange:
+    """One assistant turn (None if no attempt produced one) and every attempt paid for."""
+
+    turn: AssistantTurn | None
+    calls: tuple[LLMCall, ...]
+
+
+@dataclass(frozen=True)
 class _Attempt:
     status: Status
-    text: str | None = None
+    answer: Any = None  # the reply text, or an AssistantTurn in a conversation
     input_tokens: int = 0
     output_tokens: int = 0
     error: str | None = None
@@ -112,28 +132,66 @@ class LLMClient:
         ValueError for a temperature with an Anthropic model: the Messages API (version
         2026-10-21, which the SDK sends) rejects every sampling parameter, so it would
         otherwise be dropped without a word."""
+        self._check_temperature(temperature)
+
+        def ask(sdk: openai.OpenAI | anthropic.Anthropic) -> tuple[str | None, int, int]:
+            if isinstance(sdk, openai.OpenAI):
+                return self._ask_openai(sdk, system, messages, max_tokens, temperature)
+            return self._ask_anthropic(sdk, system, messages, max_tokens)
+
+        prompt = self._clip(_render(system, messages))
+        outcome, calls = self._exchange(prompt, ask, lambda text: not (text or "").strip())
+        return Completion(outcome.answer if outcome.status == "ok" else None, calls)
+
+    def converse(
+        self,
+        system: str,
+        turns: Sequence[Turn],
+        tools: Sequence[Tool],
+        *,
+        max_tokens: int,
+        temperature: float | None = None,
+    ) -> Exchange:
+        """One assistant turn of a tool-using conversation, with the same retries and
+        records as `complete`; the turn is None when no attempt produced one."""
+        self._check_temperature(temperature)
+
+        def ask(sdk: openai.OpenAI | anthropic.Anthropic) -> tuple[AssistantTurn, int, int]:
+            if isinstance(sdk, openai.OpenAI):
+                return self._converse_openai(sdk, system, turns, tools, max_tokens, temperature)
+            return self._converse_anthropic(sdk, system, turns, tools, max_tokens)
+
+        parts = [f"[system]\n{system}"] if system else []
+        prompt = self._clip("\n\n".join([*parts, *map(render_turn, turns)]))
+        outcome, calls = self._exchange(prompt, ask, lambda turn: turn is None or turn.empty)
+        return Exchange(outcome.answer if outcome.status == "ok" else None, calls)
+
+    def _check_temperature(self, temperature: float | None) -> None:
         if temperature is not None and self.config.provider == "anthropic":
             raise ValueError(
                 f"{self.config.label}: the Anthropic Messages API takes no temperature; "
                 "leave llm.temperature unset for Anthropic models"
             )
-        prompt = self._clip(_render(system, messages))
+
+    def _exchange(
+        self,
+        prompt: str,
+        ask: Callable[[Any], tuple[Any, int, int]],
+        is_empty: Callable[[Any], bool],
+    ) -> tuple[_Attempt, tuple[LLMCall, ...]]:
+        """The retry loop, the only one: each attempt becomes an LLMCall."""
         calls: list[LLMCall] = []
         for attempt in range(1, self.max_attempts + 1):
             started = time.monotonic()
-            outcome = self._attempt(system, messages, max_tokens, temperature)
+            outcome = self._attempt(ask, is_empty)
             calls.append(self._record(prompt, outcome, time.monotonic() - started))
             if outcome.status not in _RETRYABLE or attempt == self.max_attempts:
                 break
             self._sleep(_wait(attempt, outcome.retry_after))
-        return Completion(outcome.text if outcome.status == "ok" else None, tuple(calls))
+        return outcome, tuple(calls)
 
     def _attempt(
-        self,
-        system: str,
-        messages: list[dict[str, str]],
-        max_tokens: int,
-        temperature: float | None,
+        self, ask: Callable[[Any], tuple[Any, int, int]], is_empty: Callable[[Any], bool]
     ) -> _Attempt:
         if self._sdk is None:
             key = self._read_key()
@@ -144,25 +202,17 @@ class LLMClient:
                 )
             self._connect(key)
         try:
-            if isinstance(self._sdk, openai.OpenAI):
-                text, tokens_in, tokens_out = self._ask_openai(
-                    self._sdk, system, messages, max_tokens, temperature
-                )
-            else:
-                assert isinstance(self._sdk, anthropic.Anthropic)
-                text, tokens_in, tokens_out = self._ask_anthropic(
-                    self._sdk, system, messages, max_tokens
-                )
+            answer, tokens_in, tokens_out = ask(self._sdk)
         except (openai.APIError, anthropic.APIError) as failure:
             return self._failed(failure)
-        if text is None or not text.strip():
+        if is_empty(answer):
             return _Attempt(
                 "empty",
                 input_tokens=tokens_in,
                 output_tokens=tokens_out,
                 error="the model replied with no text",
             )
-        return _Attempt("ok", text, input_tokens=tokens_in, output_tokens=tokens_out)
+        return _Attempt("ok", answer, input_tokens=tokens_in, output_tokens=tokens_out)
 
     def _read_key(self) -> str | None:
         key = os.environ.get(self.config.key_env, "").strip()
@@ -209,6 +259,61 @@ class LLMClient:
         text = "".join(block.text for block in reply.content if block.type == "text")
         return text, reply.usage.input_tokens, reply.usage.output_tokens
 
+    def _converse_openai(
+        self,
+        sdk: openai.OpenAI,
+        system: str,
+        turns: Sequence[Turn],
+        tools: Sequence[Tool],
+        max_tokens: int,
+        temperature: float | None,
+    ) -> tuple[AssistantTurn, int, int]:
+        limit = "max_tokens" if self.config.base_url else "max_completion_tokens"
+        options: dict[str, Any] = {limit: max_tokens}
+        if temperature is not None:
+            options["temperature"] = temperature
+        reply = sdk.chat.completions.create(
+            model=self.config.model,
+            messages=openai_messages(system, turns),  # type: ignore[arg-type]
+            tools=openai_tools(tools),  # type: ignore[arg-type]
+            **options,
+        )
+        usage = reply.usage
+        tokens = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
+        if not reply.choices:
+            return AssistantTurn(), *tokens
+        message = reply.choices[0].message
+        uses = tuple(
+            parse_arguments(call.id, call.function.name, call.function.arguments)
+            for call in message.tool_calls or ()
+            if call.type == "function"
+        )
+        return AssistantTurn(message.content or "", uses), *tokens
+
+    def _converse_anthropic(
+        self,
+        sdk: anthropic.Anthropic,
+        system: str,
+        turns: Sequence[Turn],
+        tools: Sequence[Tool],
+        max_tokens: int,
+    ) -> tuple[AssistantTurn, int, int]:
+        options: dict[str, Any] = {"max_tokens": max_tokens, "tools": anthropic_tools(tools)}
+        if system:
+            options["system"] = system
+        reply = sdk.messages.create(
+            model=self.config.model, messages=anthropic_messages(turns), **options
+        )
+        text = "".join(block.text for block in reply.content if block.type == "text")
+        uses = tuple(
+            ToolUse(block.id, block.name, block.input)
+            if isinstance(block.input, dict)
+            else ToolUse(block.id, block.name, {}, malformed="the input must be a JSON object")
+            for block in reply.content
+            if block.type == "tool_use"
+        )
+        return AssistantTurn(text, uses), reply.usage.input_tokens, reply.usage.output_tokens
+
     def _failed(self, failure: openai.APIError | anthropic.APIError) -> _Attempt:
         where = self.config.base_url or f"the {self.config.provider} API"
         if isinstance(failure, openai.APITimeoutError | anthropic.APITimeoutError):
@@ -242,7 +347,7 @@ class LLMClient:
             provider=self.config.vendor,
             model=self.config.model,
             prompt=prompt,
-            response=self._clip(outcome.text or ""),
+            response=self._clip(_response_text(outcome.answer)),
             input_tokens=outcome.input_tokens,
             output_tokens=outcome.output_tokens,
             cost_usd=0.0
@@ -266,6 +371,12 @@ def _render(system: str, messages: list[dict[str, str]]) -> str:
     parts = [f"[system]\n{system}"] if system else []
     parts += [f"[{message['role']}]\n{message['content']}" for message in messages]
     return "\n\n".join(parts)
+
+
+def _response_text(answer: Any) -> str:
+    if isinstance(answer, AssistantTurn):
+        return render_turn(answer).removeprefix("[assistant]\n")
+    return answer or ""
 
 
 def _server_message(failure: openai.APIStatusError | anthropic.APIStatusError) -> str:

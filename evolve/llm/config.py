@@ -45,7 +45,8 @@ class ModelConfig:
 
 def parse_model(spec: str | Mapping[str, Any]) -> ModelConfig:
     """`"openai:MODEL"`, `"anthropic:MODEL"`, or `{model, base_url, api_key_env?}` for any
-    OpenAI-compatible server (vLLM, Ollama, llama.cpp, SGLang)."""
+    OpenAI-compatible server (vLLM, Ollama, llama.cpp, SGLang). In the mapping form,
+    `anthropic:MODEL` means an Anthropic Messages endpoint at base_url (a gateway or proxy)."""
     if isinstance(spec, str):
         return _parse_label(spec)
     if isinstance(spec, Mapping):
@@ -80,4 +81,7 @@ def _parse_mapping(spec: Mapping[str, Any]) -> ModelConfig:
         )
     if key_env is not None and (not isinstance(key_env, str) or not key_env.strip()):
         raise ValueError(f"model {dict(spec)!r}: 'api_key_env' must name an env var")
+    vendor, sep, name = model.strip().partition(":")
+    if sep and vendor == "anthropic" and name.strip():
+        return ModelConfig("anthropic", name.strip(), base_url, key_env)
     return ModelConfig("openai", model.strip(), base_url, key_env)

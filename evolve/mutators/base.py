@@ -32,6 +32,7 @@ class MutationRequest:
     parent: Parent
     others: tuple[Parent, ...]  # crossover partners and inspirations, best first
     seed: int
+    model: str | None = None  # the model label to ask, when the engine's bandit chose one
 
 
 @dataclass(frozen=True)

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 from evolve.hardware import describe_hardware
-from evolve.mutators import LLM_OPERATORS, MUTATORS, LLMEditor, Mutator
+from evolve.mutators import LLM_OPERATORS, MUTATORS, Agent, LLMEditor, Mutator
+from evolve.mutators.agent_tools import AgentServices
 from evolve.mutators.prompt import PromptContext
 from evolve.task import MutatorSpec
 from evolve.taskfile import LoadedTask
 
 
-def make_mutator(spec: MutatorSpec, task: LoadedTask) -> Mutator:
+def make_mutator(
+    spec: MutatorSpec, task: LoadedTask, services: AgentServices | None = None
+) -> Mutator:
+    """`services` (the sandbox and store the agent's tools reach) is needed by the agent."""
     if spec.name not in LLM_OPERATORS:
         return MUTATORS[spec.name](spec.params)
     llm = task.spec.llm
     assert llm is not None, "the task loader refuses LLM operators without an llm section"
     templates = task.root / llm.templates if llm.templates else None
+    if spec.name == "agent":
+        assert services is not None, "the engine gives the agent its services"
+        return Agent(spec.params, llm, prompt_context(task), templates, services)
     return LLMEditor(spec.name, spec.params, llm, prompt_context(task), templates)
 
 

@@ -46,30 +46,15 @@ class LLMEditor:
         context: PromptContext,
         templates: Path | None,
     ) -> None:
-        from evolve.llm.client import LLMClient  # the SDKs load only where models are used
-
         self.name = operator
         self.params = LLMEditorParams.model_validate(dict(params))
         self.llm = llm
         self.context = context
         self.templates = templates
-        prices = {
-            label: Price(p.input_per_mtok, p.output_per_mtok) for label, p in llm.prices.items()
-        }
-        self.clients = [
-            (
-                LLMClient(
-                    model_config(m), timeout_s=llm.timeout_s, max_attempts=llm.max_attempts,
-                    prices=prices,
-                ),
-                m.weight,
-            )
-            for m in llm.models
-        ]  # fmt: skip
+        self.clients = model_clients(llm)
 
     def propose(self, request: MutationRequest) -> Proposal:
-        rng = random.Random(request.seed)
-        client = rng.choices([c for c, _ in self.clients], [w for _, w in self.clients])[0]
+        client = pick_client(self.clients, request)
         parent = request.parent
         if self.name == "crossover" and not request.others:
             raise MutationError("crossover needs a second parent; the island has only one")
@@ -118,6 +103,34 @@ class LLMEditor:
         if self.name == "rewrite":
             return apply_rewrite(parent, reply)
         return apply_diff(parent, parse_diff(reply))
+
+
+def model_clients(llm: LLMSpec) -> list[tuple[LLMClient, float]]:
+    """A client per configured model, with its weight."""
+    from evolve.llm.client import LLMClient  # the SDKs load only where models are used
+
+    prices = {label: Price(p.input_per_mtok, p.output_per_mtok) for label, p in llm.prices.items()}
+    return [
+        (
+            LLMClient(
+                model_config(m), timeout_s=llm.timeout_s, max_attempts=llm.max_attempts,
+                prices=prices,
+            ),
+            m.weight,
+        )
+        for m in llm.models
+    ]  # fmt: skip
+
+
+def pick_client(clients: list[tuple[LLMClient, float]], request: MutationRequest) -> LLMClient:
+    """The model the engine's bandit chose for this request, else one drawn by weight."""
+    if request.model is not None:
+        for client, _ in clients:
+            if client.config.label == request.model:
+                return client
+        raise MutationError(f"no configured model is labelled {request.model!r}")
+    rng = random.Random(request.seed)
+    return rng.choices([c for c, _ in clients], [w for _, w in clients])[0]
 
 
 def model_config(spec: ModelSpec) -> ModelConfig:

@@ -16,6 +16,9 @@ crossover, fix) and the answer formats (format_diff, format_rewrite) may all use
     $language      the main file's language, for code fences
     $path          the file whose first block a rewrite replaces
 
+agent.txt (the agent's first message) may also use $max_turns; its notes are not
+pasted in but searched with the read_notes tool.
+
 repair.txt follows the first prompt in the same conversation and sees only $error, why
 the previous answer could not be applied.
 
@@ -36,7 +39,7 @@ from evolve.mutators.base import Parent
 from evolve.mutators.edits import rewrite_target
 from evolve.program import split_segments
 
-OPERATORS = ("diff", "rewrite", "crossover", "fix")
+OPERATORS = ("diff", "rewrite", "crossover", "fix", "agent")
 FEEDBACK_LIMIT = 6000  # characters of feedback shown, head and tail together
 INSPIRATION_LIMIT = 3000  # characters of each inspiration's EVOLVE-BLOCKs
 MAX_INSPIRATIONS = 3
@@ -80,11 +83,13 @@ def build_prompt(
     parent: Parent,
     others: Sequence[Parent],
     templates: Path | None = None,
+    extra: Mapping[str, str] | None = None,
 ) -> tuple[str, str]:
     """The (system, user) prompt asking `operator` to make a child of `parent`.
 
     `others` are the island's top and diverse programs, best first. For crossover the
     first of them is the second parent, shown in full; the rest are inspirations.
+    `extra` adds placeholders for one operator's template (the agent's $max_turns).
     """
     if operator not in OPERATORS:
         raise ValueError(f"unknown operator {operator!r}; choose one of {', '.join(OPERATORS)}")
@@ -106,6 +111,7 @@ def build_prompt(
         "partner": partner,
         "language": context.language,
         "path": rewrite_target(parent.program),
+        **(extra or {}),
     }
     values["format"] = _render(
         "format_rewrite.txt" if operator == "rewrite" else "format_diff.txt", templates, values

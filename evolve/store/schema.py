@@ -134,3 +134,15 @@ class Migration(Base):
     candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id"))
     to_island: Mapped[int]
     created_at: Mapped[float] = mapped_column(Double)
+
+
+class BanditArm(Base):
+    """What the adaptive model choice has learnt about one (operator, model) arm of a run."""
+
+    __tablename__ = "bandit_arms"
+
+    run_name: Mapped[str] = mapped_column(ForeignKey("runs.name"), primary_key=True)
+    arm: Mapped[str] = mapped_column(String(255), primary_key=True)
+    pulls: Mapped[int]
+    reward: Mapped[float] = mapped_column(Double)
+    cost_usd: Mapped[float] = mapped_column(Double)

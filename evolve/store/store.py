@@ -34,6 +34,7 @@ from evolve.store.schema import (
     EVALUATION_KINDS,
     PENDING,
     RUN_STATUSES,
+    BanditArm,
     Candidate,
     Evaluation,
     LLMCall,
@@ -119,6 +120,12 @@ class Store:
     def display_url(self) -> str:
         """The URL with any password masked, fit for terminals and logs."""
         return self._url.render_as_string(hide_password=True)
+
+    @property
+    def url(self) -> str:
+        """The full URL, password included: for opening the same store elsewhere, never
+        for printing."""
+        return self._url.render_as_string(hide_password=False)
 
     def __reduce__(self) -> NoReturn:
         raise TypeError(
@@ -221,10 +228,12 @@ class Store:
         generation: int,
         mutation: Mapping[str, Any],
         llm_calls: Sequence[LLMCallRecordable] = (),
+        arm: str | None = None,
     ) -> CandidateRecord | None:
         """None, with nothing written, if this run already holds the same code: a program is
         evaluated once. The unique constraint decides, so two racing writers cannot both win.
-        The model calls that made the candidate are written in the same transaction."""
+        The model calls that made the candidate, and the pull of the bandit `arm` that chose
+        the model, are written in the same transaction."""
         row = Candidate(
             run_name=run_name,
             parent_ids=list(parent_ids),
@@ -244,6 +253,7 @@ class Store:
                 session.add(row)
                 session.flush()
                 session.add_all(_call_rows(run_name, row.id, operator, llm_calls))
+                _pull(session, run_name, arm, llm_calls)
         except IntegrityError:
             if self.has_code(run_name, row.code_hash):
                 return None
@@ -259,11 +269,20 @@ class Store:
         *,
         operator: str,
         candidate_id: int | None = None,
+        arm: str | None = None,
     ) -> None:
-        """Calls that made no candidate (failed, duplicate, garbage): paid for, so kept."""
-        if calls:
+        """Calls that made no candidate (failed, duplicate, garbage): paid for, so kept, and a
+        pull of the bandit `arm` that chose them, with no reward."""
+        if calls or arm:
             with self._write() as session, session.begin():
                 session.add_all(_call_rows(run_name, candidate_id, operator, calls))
+                _pull(session, run_name, arm, calls)
+
+    def bandit_arms(self, run_name: str) -> dict[str, tuple[int, float, float]]:
+        """Each arm's (pulls, total reward, total USD): the adaptive model choice's state."""
+        query = select(BanditArm).where(BanditArm.run_name == run_name)
+        with self._read() as session:
+            return {r.arm: (r.pulls, r.reward, r.cost_usd) for r in session.scalars(query)}
 
     def llm_spend(self, run_name: str) -> tuple[float, int]:
         """USD and tokens (input + output) spent so far in the run: what the budgets compare."""
@@ -384,9 +403,11 @@ class Store:
         worker: str,
         started_at: float,
         finished_at: float,
+        reward: tuple[str, float] | None = None,
     ) -> CandidateRecord:
         """Stores the evaluation and updates its candidate in one transaction; returns the
-        candidate as updated, which is what every caller needs next.
+        candidate as updated, which is what every caller needs next. `reward` is credited
+        to a bandit arm in the same transaction, so a crash cannot count it twice or never.
 
         A candidate is "ok" only while every evaluation of it is; one failure (a flaky
         re-measure included) gives it that failure's status and takes its score away. Its
@@ -428,6 +449,8 @@ class Store:
                 candidate.status = OK
             candidate.measurements = passed
             candidate.score = lowest if candidate.status == OK else None
+            if reward is not None:
+                _arm(session, candidate.run_name, reward[0]).reward += reward[1]
         return CandidateRecord.of(candidate)
 
     def evaluations(self, candidate_id: int) -> list[EvaluationRecord]:
@@ -467,6 +490,23 @@ class Store:
         )
         with self._read() as session:
             return [(candidate_id, island) for candidate_id, island in session.execute(query)]
+
+
+def _arm(session: Session, run_name: str, arm: str) -> BanditArm:
+    row = session.get(BanditArm, (run_name, arm), with_for_update=True)
+    if row is None:
+        row = BanditArm(run_name=run_name, arm=arm, pulls=0, reward=0.0, cost_usd=0.0)
+        session.add(row)
+    return row
+
+
+def _pull(
+    session: Session, run_name: str, arm: str | None, calls: Sequence[LLMCallRecordable]
+) -> None:
+    if arm is not None:
+        row = _arm(session, run_name, arm)
+        row.pulls += 1
+        row.cost_usd += sum(call.cost_usd for call in calls)
 
 
 def _call_rows(

@@ -104,8 +104,8 @@ class Request:
 
 
 def prompt_text(body: Mapping[str, Any]) -> str:
-    """Every piece of text in a request (system prompt and messages) in order, in either API's
-    shape: what a scripted "model" reads to compute its answer."""
+    """Every piece of text in a request (system prompt, messages and tool results) in order, in
+    either API's shape: what a scripted "model" reads to compute its answer."""
     texts = [body["system"]] if isinstance(body.get("system"), str) else []
     for message in body.get("messages", []):
         content = message.get("content")
@@ -113,6 +113,11 @@ def prompt_text(body: Mapping[str, Any]) -> str:
             texts.append(content)
         elif isinstance(content, list):
             texts += [block["text"] for block in content if block.get("type") == "text"]
+            texts += [
+                block["content"]
+                for block in content
+                if block.get("type") == "tool_result" and isinstance(block.get("content"), str)
+            ]
     return "\n".join(texts)
 
 
