@@ -147,7 +147,7 @@ def _execute(
     plain: bool,
     results: Path,
 ) -> None:
-    from evolve.engine import Engine
+    from evolve.engine import Engine, SetupFailed
     from evolve.ui.dashboard import Dashboard, PlainLog
 
     run_name = record.name
@@ -183,6 +183,11 @@ def _execute(
         store.set_run_status(run_name, "stopped")
         console.print(f"\nstopped. Continue with: evolve run --resume {run_name}")
         sys.exit(130)
+    except SetupFailed as exc:
+        store.set_run_status(run_name, "failed")
+        errors.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print("Nothing was evolved: fix the above on the evaluation machines first.")
+        sys.exit(1)
     except Exception as exc:
         store.set_run_status(run_name, "failed")
         errors.print(f"[red]error:[/red] {exc}", highlight=False)

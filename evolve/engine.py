@@ -46,6 +46,11 @@ RESUME_REMEASURE_LIMIT = 32  # unverified leaders re-measured on resume, at most
 RECORD_CACHE = 4096  # candidate records kept in memory; a bound, not the population
 
 
+class SetupFailed(RuntimeError):
+    """The evaluator could not be set up on the workers (a missing GPU or tool, a broken
+    seed): nothing can be evolved until the machine or the task changes."""
+
+
 @dataclass(frozen=True)
 class Job:
     candidate: CandidateRecord
@@ -137,8 +142,7 @@ class Engine:
         this node, so agents on other machines see the run too."""
         return AgentServices(
             self.evaluator,
-            self.spec.sandbox.backend,
-            self.spec.sandbox.limits(),
+            self.spec.sandbox,
             workers.start_store_reader(store.url, self.run_name),
         )
 
@@ -185,20 +189,18 @@ class Engine:
         return [island]
 
     def _start_workers(self) -> None:
-        backend, limits = self.spec.sandbox.backend, self.spec.sandbox.limits()
         actors = [
-            workers.EvaluationWorker.remote(self.evaluator, backend, limits, f"worker-{i}")
+            workers.EvaluationWorker.remote(self.evaluator, self.spec.sandbox, f"worker-{i}")
             for i in range(self.worker_count)
         ]
         errors = ray.get([a.prepare.remote(self.task.seed) for a in actors])
         problems = sorted({e for e in errors if e})
         if problems:
-            raise RuntimeError("evaluator set-up failed on the workers: " + "; ".join(problems))
+            raise SetupFailed("evaluator set-up failed on the workers: " + "; ".join(problems))
         self.idle = actors
 
     def _replace_worker(self, dead: ray.actor.ActorHandle) -> None:
-        backend, limits = self.spec.sandbox.backend, self.spec.sandbox.limits()
-        actor = workers.EvaluationWorker.remote(self.evaluator, backend, limits, "worker-r")
+        actor = workers.EvaluationWorker.remote(self.evaluator, self.spec.sandbox, "worker-r")
         error = ray.get(actor.prepare.remote(self.task.seed))
         if error:
             raise RuntimeError(f"a replacement worker failed its set-up: {error}")

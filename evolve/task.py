@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from evolve.sandbox import Limits
+from evolve.sandbox import Limits, Sandbox
 
 
 class Strict(BaseModel):
@@ -87,11 +87,19 @@ class LLMSpec(Strict):
 
 class SandboxSpec(Strict):
     backend: Literal["docker", "process"] = "docker"
+    image: str | None = Field(None, description="docker: an image of your own, e.g. the CUDA one")
+    gpus: bool = Field(False, description="docker: pass the host's GPUs into the container")
     timeout_s: float = Field(30.0, gt=0)
     memory_mb: int = Field(2048, ge=16)
     max_processes: int = Field(64, ge=1)
     max_output_kb: int = Field(1024, ge=1)
     max_file_mb: int = Field(256, ge=1)
+
+    def open(self) -> Sandbox:
+        """A sandbox as this section describes it; SandboxUnavailable names the fix."""
+        from sandboxes import open_sandbox  # only the machines that evaluate need one
+
+        return open_sandbox(self.backend, image=self.image, gpus=self.gpus)
 
     def limits(self) -> Limits:
         return Limits(

@@ -22,7 +22,8 @@ from evolve.evaluator import Evaluator
 from evolve.mutators.base import MutationError, MutationRequest, Mutator, Proposal
 from evolve.program import Program
 from evolve.results import ERROR, UNAVAILABLE, EvalResult
-from evolve.sandbox import Limits, Sandbox
+from evolve.sandbox import Sandbox
+from evolve.task import SandboxSpec
 
 
 @dataclass(frozen=True)
@@ -41,20 +42,18 @@ class MutationFailed:
 
 @ray.remote(num_cpus=1)
 class EvaluationWorker:
-    def __init__(self, evaluator: Evaluator, backend: str, limits: Limits, name: str) -> None:
+    def __init__(self, evaluator: Evaluator, sandbox: SandboxSpec, name: str) -> None:
         self.evaluator = evaluator
-        self.evaluator.limits = limits  # type: ignore[attr-defined]
-        self.backend = backend
+        self.evaluator.limits = sandbox.limits()  # type: ignore[attr-defined]
+        self.sandbox_spec = sandbox
         self.sandbox: Sandbox | None = None
         self.workdir = Path(tempfile.mkdtemp(prefix="evolve-worker-"))
         self.name = f"{name}@{socket.gethostname()}"
 
     def prepare(self, seed: Program) -> str | None:
         """Open the sandbox and run the evaluator's per-worker set-up; the error, if any."""
-        from sandboxes import open_sandbox  # imported here: only workers need a sandbox
-
         try:
-            self.sandbox = open_sandbox(self.backend)
+            self.sandbox = self.sandbox_spec.open()
             self.evaluator.prepare(seed, self.sandbox, self.workdir)
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"

@@ -21,16 +21,17 @@ log = logging.getLogger("evolve.sandbox")
 BACKENDS = ("docker", "process")
 
 
-def open_sandbox(backend: str) -> Sandbox:
+def open_sandbox(backend: str, *, image: str | None = None, gpus: bool = False) -> Sandbox:
     """The sandbox named `backend`; the unisolated process fallback always announces itself.
 
     Raises SandboxUnavailable, naming the fix, when Docker is asked for but cannot work here.
+    `image` and `gpus` apply to Docker: the process sandbox sees the host's GPUs anyway.
     """
     if backend == "docker":
         ok, why = docker_available()
-        if not ok:
+        if not ok and image is None:
             raise SandboxUnavailable(why)
-        return DockerSandbox()
+        return DockerSandbox(image, gpus=gpus)
     if backend == "process":
         log.warning(
             "the process sandbox does not isolate candidates from the host: they run as this "

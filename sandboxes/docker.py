@@ -36,6 +36,7 @@ import docker
 import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
+from docker.types import DeviceRequest
 
 from evolve.sandbox import Limits, RunResult
 from sandboxes import supervise
@@ -105,8 +106,10 @@ class DockerSandbox:
         cpus: float = 1.0,
         work_bytes: int = 1024**3,
         grace_s: float = 15.0,
+        gpus: bool = False,
     ) -> None:
         self.image = image or image_tag()
+        self.gpus = gpus  # needs the NVIDIA container toolkit on the host
         self.cpus = cpus
         self.work_bytes = work_bytes  # the tmpfs: a job's files count against its memory too
         self.grace_s = grace_s  # past the job's timeout, the host kills the whole container
@@ -135,6 +138,11 @@ class DockerSandbox:
                 return self._run(payload, limits)
             except ENGINE_ERRORS as exc:
                 self._warm.shape = None  # a job may still run in it: replace it when we can
+                if self.gpus and "capabilities: [[gpu]]" in str(exc):
+                    raise SandboxUnavailable(
+                        "docker cannot pass a GPU into the sandbox: install the NVIDIA "
+                        f"container toolkit on this host ({exc})"
+                    ) from exc
                 raise SandboxUnavailable(f"docker daemon unreachable or failing: {exc}") from exc
 
     def close(self) -> None:
@@ -239,11 +247,19 @@ class DockerSandbox:
                 pids_limit=limits.max_processes + PIDS_HEADROOM,
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
+                device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])]
+                if self.gpus
+                else None,
                 labels={LABEL: "1", OWNER_PID: str(os.getpid()), OWNER_HOST: socket.gethostname()},
             )
         except docker.errors.ImageNotFound as exc:
             raise SandboxUnavailable(
-                f"the sandbox image {self.image} is missing: run `evolve sandbox build`"
+                f"the sandbox image {self.image} is missing: "
+                + (
+                    "run `evolve sandbox build`"
+                    if self.image == image_tag()
+                    else "build it (see sandboxes/images/)"
+                )
             ) from exc
         self._warm.container, self._warm.shape = container, shape
         container.start()

@@ -117,8 +117,7 @@ def test_an_agent_that_never_submits_is_capped_and_its_calls_are_kept(tmp_path: 
         task = load_task(write_matmul_task(tmp_path, model, mutator="agent"))
         store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
         reader = workers.start_store_reader(store.url, "none")
-        limits = task.spec.sandbox.limits()
-        services = AgentServices(make_evaluator(task), "process", limits, reader)
+        services = AgentServices(make_evaluator(task), task.spec.sandbox, reader)
         llm = task.spec.llm
         assert llm is not None
         parent = Parent(1, task.seed, 1.0)

@@ -4,6 +4,7 @@ what a warm container adds (reuse, a clean slate per job, replacement when it di
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -370,8 +371,18 @@ def test_an_outage_mid_job_retires_the_container_the_job_ran_in(engine_link: Eng
 
 
 def test_a_missing_image_names_the_fix() -> None:
-    with pytest.raises(SandboxUnavailable, match="evolve sandbox build"):
+    with pytest.raises(SandboxUnavailable, match="evolve-sandbox:absent is missing: build it"):
         DockerSandbox("evolve-sandbox:absent").run(["true"], files={}, limits=Limits())
+
+
+@pytest.mark.skipif(
+    shutil.which("nvidia-container-cli") is not None, reason="this host can pass GPUs in"
+)
+def test_asking_for_gpus_without_the_nvidia_toolkit_names_the_fix() -> None:
+    box = DockerSandbox(gpus=True)
+    with pytest.raises(SandboxUnavailable, match="install the NVIDIA container toolkit"):
+        box.run(["true"], files={}, limits=Limits())
+    box.close()
 
 
 def test_containers_of_dead_owners_are_reaped() -> None:

@@ -18,7 +18,8 @@ from evolve.mutators.edits import EditError, apply_diff, parse_diff
 from evolve.mutators.prompt import truncate
 from evolve.program import Program
 from evolve.results import EvalResult
-from evolve.sandbox import Limits, Sandbox
+from evolve.sandbox import Sandbox
+from evolve.task import SandboxSpec
 
 if TYPE_CHECKING:
     from ray.actor import ActorHandle
@@ -74,8 +75,7 @@ class AgentServices:
     """What the tools reach: the evaluator and a sandbox for drafts, the store's reader."""
 
     evaluator: Evaluator
-    backend: str
-    limits: Limits
+    sandbox: SandboxSpec
     reader: ActorHandle  # an evolve.workers.StoreReader on the driver's node
 
 
@@ -142,12 +142,10 @@ class Toolbox:
 
     def _evaluate(self, program: Program) -> EvalResult:
         """Build and check only, where the evaluator offers `draft`; else its whole cascade."""
-        from sandboxes import open_sandbox  # only agents that draft need a sandbox
-
         evaluator = self.services.evaluator
         if self._sandbox is None:
-            evaluator.limits = self.services.limits  # type: ignore[attr-defined]
-            self._sandbox = open_sandbox(self.services.backend)
+            evaluator.limits = self.services.sandbox.limits()  # type: ignore[attr-defined]
+            self._sandbox = self.services.sandbox.open()
         seed = self.seed + len(self.drafts)
         draft = getattr(evaluator, "draft", None)
         if draft is not None:

@@ -5,6 +5,8 @@ Also reaps sandbox containers left by dead processes (Ray actors die without cer
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import time
 from dataclasses import dataclass
 
@@ -73,6 +75,7 @@ def _probe(sandbox: DockerSandbox) -> list[Finding]:
             _first_line(gpu.stdout) if gpu.ok else "none visible in the sandbox",
             required=False,
         ),
+        _host_gpu_finding(),
     ]
 
 
@@ -83,6 +86,15 @@ def _perf_finding(result: RunResult) -> Finding:
         return Finding("perf counters", True, f"readable: {said}", required=False)
     detail = f"unreadable ({said}); counters come from valgrind"
     return Finding("perf counters", False, detail, required=False)
+
+
+def _host_gpu_finding() -> Finding:
+    """The host's own view, so "none in the sandbox" can be told apart from "none at all"."""
+    if shutil.which("nvidia-smi") is None:
+        return Finding("gpu on host", False, "no nvidia-smi: no NVIDIA driver", required=False)
+    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=30, check=False)
+    detail = _first_line(listed.stdout) if listed.returncode == 0 else "nvidia-smi finds none"
+    return Finding("gpu on host", listed.returncode == 0, detail, required=False)
 
 
 def _first_line(data: bytes) -> str:
