@@ -111,6 +111,7 @@ class Engine:
         self.mutations: dict[ray.ObjectRef, MutationJob] = {}
         self.idle: list[ray.actor.ActorHandle] = []
         services = self._agent_services(store) if self._has("agent") else None
+        self.reader = services.reader if services else None
         self.mutators = {
             m.name: (ray.put(make_mutator(m, task, services)), m.weight) for m in self.spec.mutators
         }
@@ -241,6 +242,8 @@ class Engine:
         finally:
             self._flush_wall(force=True)
             self._stop_workers(self.idle, [a for _, a in self.evals.values()])
+            if self.reader is not None:
+                ray.kill(self.reader)
         return Outcome(self.run_name, reason, self.store.best(self.run_name), self.seed_id)
 
     def _loop(self) -> str:

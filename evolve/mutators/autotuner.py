@@ -21,15 +21,23 @@ class AutotunerParams(BaseModel):
     float_sigma: float = Field(0.3, gt=0, description="log-normal step for float knobs")
 
 
+JUMP_SHARE = 0.125  # of an int knob's range: the spread of a jump
+
+
 def mutate_value(knob: Knob, rng: random.Random, sigma: float) -> Value:
-    """A different value for one knob: ints by neighbour or power-of-two steps, floats
-    log-normally, choices uniformly. Returns the old value only if no other exists."""
+    """A different value for one knob: ints by neighbour or power-of-two steps or a jump
+    across the range, floats log-normally, choices uniformly. Returns the old value only
+    if no other exists.
+
+    The jump is what lets a threshold that starts at 0 or 1 travel: doubling 0 goes
+    nowhere, and walking by one across a range of hundreds takes hundreds of candidates."""
     if knob.kind == "choice":
         others = [o for o in knob.options if o != knob.value]
         return rng.choice(others) if others else knob.value
     if knob.kind == "int":
         value = int(knob.value)
-        steps = [value + 1, value - 1, value * 2, value // 2 if value > 1 else value - 1]
+        jump = value + round(rng.gauss(0.0, (knob.high - knob.low) * JUMP_SHARE))
+        steps = [value + 1, value - 1, value * 2, value // 2 if value > 1 else value - 1, jump]
         candidates = sorted({min(max(s, int(knob.low)), int(knob.high)) for s in steps} - {value})
         return rng.choice(candidates) if candidates else value
     value = float(knob.value)

@@ -1,0 +1,168 @@
+"""The llvm_inline evaluator: a Python should_inline(features) -> bool makes every inlining
+decision of clang-19, and the score is the code size it leads to.
+
+Cascade: `fast_tier` (a few files, about a second) for every candidate; `train` (the rest
+of the training corpus) only for candidates at least as good as the seed on the fast tier;
+`heldout`, reported as a metric and never an objective. Each tier is two sandbox runs: the
+candidate's policy decides while clang emits throwaway IR, then the trusted driver replays
+those decisions into objects that are measured and, where a guard exists, linked and run.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+from evaluators.c_kernel.stages import Runner, StageFailed, stage
+from evaluators.llvm_inline.baselines import Baseline, load_or_compute
+from evaluators.llvm_inline.corpus import cache_root, ensure_corpus
+from evaluators.llvm_inline.jobs import Compiled, manifest, run_driver
+from evaluators.llvm_inline.params import LLVMInlineParams
+from evaluators.llvm_inline.scoring import compare_guards, describe, geomean_ratio
+from evaluators.llvm_inline.units import Unit, gather, units_in
+from evolve.program import Program
+from evolve.results import EvalResult, StageResult
+from evolve.sandbox import Limits, Sandbox
+
+REPLAY_CACHE = 512  # replayed tiers kept per worker, keyed by their decisions
+# The metrics a leaderboard shows first, in this order; per-file sizes follow.
+HEADLINE = ("size_ratio", "heldout_ratio", "fast_ratio", "train_text_bytes")
+
+
+class LLVMInlineEvaluator:
+    """Metrics: size_ratio (training geomean of size / -Oz size, the objective), heldout_ratio,
+    fast_ratio, byte totals, and `text.<unit>` per file. `limits` bounds each sandbox run,
+    which compiles a whole tier, so the task's timeout_s must cover its slowest tier."""
+
+    name = "llvm_inline"
+
+    def __init__(self, params: Mapping[str, Any], task_dir: Path) -> None:
+        self.params = LLVMInlineParams.model_validate(dict(params))
+        self.limits = Limits()
+        heldout = ("heldout", "large") if self.params.large else ("heldout",)
+        self.tiers: dict[str, tuple[Unit, ...]] = {
+            "fast_tier": units_in(("fast",)),
+            "train": tuple(u for u in units_in(("train",)) if u.split == "train"),
+            "heldout": units_in(heldout),
+        }
+        self.files: dict[str, dict[str, bytes]] = {}
+        self.baseline: Baseline | None = None
+        self.seed_fast_ratio: float | None = None
+        # Knob steps often leave every decision as it was; a replay is deterministic, so its
+        # result is reused instead of compiling the same objects again.
+        self.replayed: OrderedDict[tuple[str, ...], list[Compiled]] = OrderedDict()
+
+    def prepare(self, seed: Program, sandbox: Sandbox, workdir: Path) -> None:
+        """Fetch the corpus if needed, compute (or load) stock sizes, and score the seed on
+        the fast tier: later candidates must match it there to earn the full corpus."""
+        self._load(sandbox)
+        self.seed_fast_ratio = None
+        result = self.cascade(seed, sandbox, tiers=("fast_tier",))
+        if not result.ok:
+            raise RuntimeError(f"the seed policy fails ({result.status}):\n{result.feedback}")
+        self.seed_fast_ratio = result.metrics["fast_ratio"]
+
+    def evaluate(self, program: Program, sandbox: Sandbox, *, seed: int) -> EvalResult:
+        """`seed` is unused: compilation has no random inputs to refresh."""
+        return self.cascade(program, sandbox, tiers=tuple(self.tiers))
+
+    def draft(self, program: Program, sandbox: Sandbox, *, seed: int) -> EvalResult:
+        """The fast tier alone, for the agent's drafts: the policy runs on real code and the
+        guards compare, in about a second."""
+        if self.baseline is None:
+            self._load(sandbox)
+        return self.cascade(program, sandbox, tiers=("fast_tier",))
+
+    def _load(self, sandbox: Sandbox) -> None:
+        root = Path(self.params.corpus_dir) if self.params.corpus_dir else ensure_corpus()
+        self.files = {tier: gather(root, units) for tier, units in self.tiers.items()}
+        everything = tuple(u for units in self.tiers.values() for u in units)
+        run = Runner(sandbox, self.limits)
+        self.baseline = load_or_compute(
+            run, self.params, everything, gather(root, everything), cache_root() / "baselines"
+        )
+
+    def decide_and_replay(self, run: Runner, program: Program, tier: str) -> list[Compiled]:
+        """The tier's units compiled with the program's decisions, measured by trusted runs."""
+        units = self.tiers[tier]
+        candidate = {f"candidate/{path}": text for path, text in program.as_bytes().items()}
+        plan = manifest(
+            self.params,
+            "decide",
+            units,
+            level=self.params.opt_level,
+            timeout_s=self.limits.timeout_s,
+            policy=f"candidate/{program.main_file}",
+        )
+        decided = run_driver(run, plan, self.files[tier], candidate)
+        key = (tier, *(unit.decisions for unit in decided))
+        if key in self.replayed:
+            self.replayed.move_to_end(key)
+            return self.replayed[key]
+        plan = manifest(
+            self.params,
+            "replay",
+            units,
+            level=self.params.opt_level,
+            timeout_s=self.limits.timeout_s,
+            decisions={unit.name: unit.decisions for unit in decided},
+        )
+        compiled = run_driver(run, plan, self.files[tier])
+        self.replayed[key] = compiled
+        if len(self.replayed) > REPLAY_CACHE:
+            self.replayed.popitem(last=False)
+        return compiled
+
+    def cascade(self, program: Program, sandbox: Sandbox, tiers: tuple[str, ...]) -> EvalResult:
+        """The named tiers in order, stopping at the first failure; prepare and bench/ run
+        fewer tiers than `evaluate` does."""
+        assert self.baseline is not None, "prepare() must run before evaluate()"
+        baseline, params = self.baseline, self.params
+        run = Runner(sandbox, self.limits)
+        stages: list[StageResult] = []
+        train: list[Compiled] = []
+        with suppress(StageFailed):
+            for tier in tiers:
+                with stage(stages, tier) as current:
+                    compiled = self.decide_and_replay(run, program, tier)
+                    changed = compare_guards(compiled, baseline.guards)
+                    if changed:
+                        raise StageFailed(changed)
+                    sizes = {unit.name: unit.text_bytes for unit in compiled}
+                    ratio = geomean_ratio(sizes, baseline.reference)
+                    current.feedback = describe(
+                        tier,
+                        compiled,
+                        baseline.reference,
+                        baseline.stock,
+                        params.opt_level,
+                        params.reference_level,
+                    )
+                    current.metrics = {f"text.{name}": float(size) for name, size in sizes.items()}
+                    if tier == "heldout":
+                        current.metrics["heldout_ratio"] = ratio
+                        current.metrics["heldout_text_bytes"] = float(sum(sizes.values()))
+                        continue
+                    train += compiled
+                    if tier == "fast_tier":
+                        current.metrics["fast_ratio"] = ratio
+                        self._gate(ratio)
+                    else:
+                        every = {unit.name: unit.text_bytes for unit in train}
+                        current.metrics["size_ratio"] = geomean_ratio(every, baseline.reference)
+                        current.metrics["train_text_bytes"] = float(sum(every.values()))
+        result = EvalResult.from_stages(stages, sandbox=run.summary())
+        first = {name: result.metrics[name] for name in HEADLINE if name in result.metrics}
+        result.metrics = {**first, **result.metrics}
+        return result
+
+    def _gate(self, ratio: float) -> None:
+        seed = self.seed_fast_ratio
+        if self.params.gate_on_seed and seed is not None and ratio > seed:
+            raise StageFailed(
+                f"the fast tier's size ratio {ratio:.4f} is worse than the seed's {seed:.4f}, "
+                "so the training corpus was not compiled"
+            )

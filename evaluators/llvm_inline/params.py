@@ -1,0 +1,31 @@
+"""What a task may set for the llvm_inline evaluator, checked when the task file loads."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class LLVMInlineParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    clang: str = Field("clang-19", description="the compiler in the sandbox image")
+    size_tool: str = Field("llvm-size-19", description="measures .text in the sandbox")
+    opt_level: str = Field(
+        "-Os", pattern=r"^-O[sz123]$", description="the pipeline the policy joins"
+    )
+    reference_level: str = Field(
+        "-Oz", pattern=r"^-O[sz123]$", description="sizes are ratios to it"
+    )
+    flags: list[str] = Field(default_factory=lambda: ["-w"], description="added to every compile")
+    include_default: bool = Field(
+        True, description="give the policy LLVM's own advice as features['inlining_default']"
+    )
+    large: bool = Field(False, description="add sqlite3.c and its shell (~15 s) to held-out")
+    gate_on_seed: bool = Field(
+        True,
+        description="compile the training corpus only if the fast tier is no worse than the seed's",
+    )
+    decision_timeout_ms: float = Field(50.0, gt=0, description="per should_inline call")
+    import_timeout_s: float = Field(5.0, gt=0, description="for importing the policy module")
+    guard_timeout_s: float = Field(20.0, gt=0, description="per guard program: link and run")
+    corpus_dir: str | None = Field(None, description="default: the user cache, fetched if absent")
