@@ -566,6 +566,14 @@ class Engine:
         if self.observer is not None:
             self.observer.event(event)
 
+    def _spend_line(self) -> str:
+        if self.spec.llm is None:
+            return ""
+        budget = self.spec.budget
+        usd = f" of ${budget.usd:g}" if budget.usd is not None else ""
+        tokens = f" of {budget.tokens:,}" if budget.tokens is not None else ""
+        return f"models ${self.spent_usd:.4f}{usd}, {self.spent_tokens:,} tokens{tokens}"
+
     def _tick(self) -> None:
         if self.observer is None:
             return
@@ -581,6 +589,7 @@ class Engine:
                 in_flight=len(self.evals),
                 best_id=self.best[0] if self.best else None,
                 best_score=self.best[1] if self.best else None,
+                spend=self._spend_line(),
             )
         )
 

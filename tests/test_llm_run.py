@@ -24,6 +24,7 @@ from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
 from tests.conftest import write_matmul_task, write_synthetic_task
 from tests.fakes.llm_server import Empty, Fail, Reply, ScriptedLLMServer, prompt_text
+from tests.test_engine import Recorder
 
 TOKENS_IN, TOKENS_OUT = 100, 50
 PRICE_IN, PRICE_OUT = 2.0, 8.0  # USD per million tokens
@@ -74,13 +75,14 @@ llm:
     return task
 
 
-def _run(tmp_path: Path, task_file: Path) -> tuple[Any, Store]:
+def _run(tmp_path: Path, task_file: Path, observer: Any = None) -> tuple[Any, Store]:
     task = load_task(task_file)
     store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
     run = store.create_run(
         "llm", task_path=str(task.path), task_yaml=task.text, seed=3, settings={}
     )
     engine = Engine(task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path / "out")
+    engine.observer = observer
     return engine.run(), store
 
 
@@ -139,9 +141,12 @@ def test_a_usd_budget_stops_the_run_within_one_call_of_the_limit(tmp_path: Path)
     limit = 3.5 * CALL_USD
     with ScriptedLLMServer(default=raise_a) as server:
         task = _task(tmp_path, server.openai_url, candidates=50, budget_usd=limit)
-        outcome, store = _run(tmp_path, task)
+        recorder = Recorder()
+        outcome, store = _run(tmp_path, task, recorder)
 
-    spent, _ = store.llm_spend("llm")
+    spent, tokens = store.llm_spend("llm")
+    shown = recorder.snapshots[-1].progress_line()
+    assert f"models ${spent:.4f} of ${limit:g}, {tokens:,} tokens" in shown
     assert outcome.reason.startswith("USD budget reached")
     assert limit <= spent <= limit + CALL_USD
     assert store.count_candidates("llm") < 50

@@ -63,7 +63,8 @@ class Dashboard:
                 completed=s.candidates,
                 total=s.budget_candidates,
                 shown=f"{s.candidates}/{s.budget_candidates or 'no limit'}  "
-                f"{s.evaluated} evaluated, {s.failed} failed, {s.in_flight} running",
+                f"{s.evaluated} evaluated, {s.failed} failed, {s.in_flight} running"
+                + (f"; {s.spend}" if s.spend else ""),
             )
             self.progress.update(
                 self.wall,
@@ -100,14 +101,6 @@ class PlainLog:
     def tick(self, snapshot: Snapshot) -> None:
         if time.monotonic() - self.last >= 10:
             self.last = time.monotonic()
-            best = (
-                "-"
-                if snapshot.best_score is None
-                else f"#{snapshot.best_id} {snapshot.best_score:.4g}"
-            )
             self.console.print(
-                f"[progress] {snapshot.candidates}/{snapshot.budget_candidates or '∞'} candidates, "
-                f"{snapshot.failed} failed, {snapshot.elapsed_s:.0f}s, best {best}",
-                markup=False,
-                highlight=False,
+                f"[progress] {snapshot.progress_line()}", markup=False, highlight=False
             )
