@@ -10,6 +10,10 @@ nothing from evolve. It compiles each unit of a manifest with clang-19 and does 
   llvm-size-19 and runs the guard programs. No candidate code runs in this mode.
 - `stock`: compiles with no channel, for the baselines.
 
+A `decide` manifest that names a `plugin` (the C++ route) loads that pass plugin into clang
+instead: its inline advisor asks the candidate's shouldInline and writes the answers to the
+file in EVOLVE_INLINE_DECISIONS, which `replay` then feeds through the channel as usual.
+
 The report is written to report.json. The protocol (LLVM 19): clang writes a JSON header
 line naming the int64 features, then `{"context":""}`, then per decision
 `{"observation":N}`, the raw little-endian features in header order and a newline; the
@@ -328,6 +332,34 @@ def run_guard(clang: str, obj: str, guard: dict, timeout_s: float) -> dict:
     return {"exit": ran.returncode, "output": output.decode(errors="replace")}
 
 
+def plugin_decisions(manifest: dict, argv: list[str], name: str) -> dict:
+    """Compile with the candidate's advisor plugin loaded; the decisions it wrote, and the
+    time. Any failure is the plugin's: the same compile without it succeeds in `stock`."""
+    path = f"channels/{name}.decisions"
+    env = {**os.environ, "EVOLVE_INLINE_DECISIONS": path}
+    plugin = [f"-fpass-plugin={manifest['plugin']}", "-fno-crash-diagnostics"]
+    argv = [argv[0], *plugin, *argv[1:]]
+    started = time.monotonic()
+    limit = min(manifest["unit_timeout_s"], manifest["plugin_timeout_s"])
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=limit, env=env)
+    except subprocess.TimeoutExpired:
+        raise PolicyFailed(
+            f"clang with the policy's plugin ran past {limit:g}s: does shouldInline loop?"
+        ) from None
+    if done.returncode != 0:
+        raise PolicyFailed(
+            f"clang with the policy's plugin exited with code {done.returncode}:\n"
+            + done.stderr[:2000].decode(errors="replace")  # the frames nearest the crash
+        )
+    try:
+        with open(path, "rb") as handle:
+            decisions = handle.read(1 << 24).decode(errors="replace")
+    except FileNotFoundError:
+        decisions = ""  # no question was asked
+    return {"decisions": decisions, "seconds": time.monotonic() - started}
+
+
 def compile_unit(manifest: dict, unit: dict, answer) -> dict:
     """One unit in the manifest's mode; its record for the report."""
     mode, clang = manifest["mode"], manifest["clang"]
@@ -337,7 +369,9 @@ def compile_unit(manifest: dict, unit: dict, answer) -> dict:
     argv = [clang, *manifest["flags"], *unit["flags"], "-c", unit["source"], *output]
     record: dict = {"name": name}
     deadline = time.monotonic() + manifest["unit_timeout_s"]
-    if mode == "stock":
+    if mode == "decide" and manifest.get("plugin"):
+        record.update(plugin_decisions(manifest, argv, name))
+    elif mode == "stock":
         started = time.monotonic()
         done = subprocess.run(argv, capture_output=True, timeout=manifest["unit_timeout_s"])
         if done.returncode != 0:
@@ -372,7 +406,12 @@ def main(manifest_path: str) -> int:
     report: dict = {"units": [], "failure": None, "policy_failed": False}
     signal.signal(signal.SIGALRM, _on_alarm)
     try:
-        if manifest["mode"] == "decide":
+        if manifest["mode"] == "decide" and manifest.get("plugin"):
+
+            def answer(unit: dict):
+                return None  # the plugin answers inside clang
+
+        elif manifest["mode"] == "decide":
             function = load_policy(manifest["policy"], manifest["import_timeout_s"])
             shared = policy_answer(
                 function, manifest["decision_timeout_s"], manifest.get("include_default", False)

@@ -6,6 +6,9 @@ of the training corpus) only for candidates at least as good as the seed on the 
 `heldout`, reported as a metric and never an objective. Each tier is two sandbox runs: the
 candidate's policy decides while clang emits throwaway IR, then the trusted driver replays
 those decisions into objects that are measured and, where a guard exists, linked and run.
+
+With `policy_language: cpp` the policy is a C++ shouldInline built (stage `build`) into a
+pass plugin whose inline advisor makes the decide run's decisions; see plugin.py.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from evaluators.llvm_inline.baselines import Baseline, load_or_compute
 from evaluators.llvm_inline.corpus import cache_root, ensure_corpus
 from evaluators.llvm_inline.jobs import Compiled, manifest, run_driver
 from evaluators.llvm_inline.params import LLVMInlineParams
+from evaluators.llvm_inline.plugin import PLUGIN, build_advisor, build_plugin
 from evaluators.llvm_inline.scoring import compare_guards, describe, geomean_ratio
 from evaluators.llvm_inline.units import Unit, gather, units_in
 from evolve.program import Program
@@ -51,6 +55,7 @@ class LLVMInlineEvaluator:
         self.files: dict[str, dict[str, bytes]] = {}
         self.baseline: Baseline | None = None
         self.seed_fast_ratio: float | None = None
+        self.advisor: bytes | None = None  # the C++ route's trusted advisor object, built once
         # Knob steps often leave every decision as it was; a replay is deterministic, so its
         # result is reused instead of compiling the same objects again.
         self.replayed: OrderedDict[tuple[str, ...], list[Compiled]] = OrderedDict()
@@ -85,17 +90,32 @@ class LLVMInlineEvaluator:
             run, self.params, everything, gather(root, everything), cache_root() / "baselines"
         )
 
-    def decide_and_replay(self, run: Runner, program: Program, tier: str) -> list[Compiled]:
-        """The tier's units compiled with the program's decisions, measured by trusted runs."""
+    def build(self, run: Runner, program: Program) -> bytes:
+        """The C++ route's plugin for `program`; StageFailed says why it does not build."""
+        if self.advisor is None:
+            self.advisor = build_advisor(run, self.params)
+        return build_plugin(run, self.params, self.advisor, program)
+
+    def decide_and_replay(
+        self, run: Runner, program: Program, tier: str, plugin: bytes | None = None
+    ) -> list[Compiled]:
+        """The tier's units compiled with the program's decisions, measured by trusted runs.
+        The C++ route's `plugin` is built here when the caller has not built it already."""
         units = self.tiers[tier]
-        candidate = {f"candidate/{path}": text for path, text in program.as_bytes().items()}
+        if self.params.policy_language == "cpp":
+            candidate = {PLUGIN: plugin if plugin is not None else self.build(run, program)}
+            policy, plugin_path = "", PLUGIN
+        else:
+            candidate = {f"candidate/{path}": text for path, text in program.as_bytes().items()}
+            policy, plugin_path = f"candidate/{program.main_file}", ""
         plan = manifest(
             self.params,
             "decide",
             units,
             level=self.params.opt_level,
             timeout_s=self.limits.timeout_s,
-            policy=f"candidate/{program.main_file}",
+            policy=policy,
+            plugin=plugin_path,
         )
         decided = run_driver(run, plan, self.files[tier], candidate)
         key = (tier, *(unit.decisions for unit in decided))
@@ -124,10 +144,14 @@ class LLVMInlineEvaluator:
         run = Runner(sandbox, self.limits)
         stages: list[StageResult] = []
         train: list[Compiled] = []
+        plugin: bytes | None = None
         with suppress(StageFailed):
+            if params.policy_language == "cpp":
+                with stage(stages, "build"):
+                    plugin = self.build(run, program)
             for tier in tiers:
                 with stage(stages, tier) as current:
-                    compiled = self.decide_and_replay(run, program, tier)
+                    compiled = self.decide_and_replay(run, program, tier, plugin)
                     changed = compare_guards(compiled, baseline.guards)
                     if changed:
                         raise StageFailed(changed)

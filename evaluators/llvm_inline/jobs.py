@@ -42,8 +42,11 @@ def manifest(
     level: str,
     timeout_s: float,
     policy: str = "",
+    plugin: str = "",
     decisions: Mapping[str, str] | None = None,
 ) -> dict[str, object]:
+    """The driver's instructions; a decide run names either the Python `policy` or the C++
+    route's `plugin` (a pass plugin clang loads)."""
     entries = []
     for unit in units:
         entry: dict[str, object] = {"name": unit.name, "source": unit.source, "flags": unit.flags}
@@ -56,7 +59,7 @@ def manifest(
                 "script": unit.guard.script,
             }
         entries.append(entry)
-    return {
+    plan: dict[str, object] = {
         "mode": mode,
         "clang": params.clang,
         "size_tool": params.size_tool,
@@ -69,6 +72,9 @@ def manifest(
         "unit_timeout_s": timeout_s,
         "guard_timeout_s": params.guard_timeout_s,
     }
+    if plugin:
+        plan["plugin"], plan["plugin_timeout_s"] = plugin, params.plugin_timeout_s
+    return plan
 
 
 def run_driver(
