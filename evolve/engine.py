@@ -30,7 +30,6 @@ from evolve.scoring import score
 from evolve.search import Islands
 from evolve.search.bandit import ArmStats, CostAwareBandit, arm_name, improvement_reward, split_arm
 from evolve.store import CandidateRecord, RunRecord, Store
-from evolve.task import ModelSpec
 from evolve.taskfile import LoadedTask
 
 MAX_ATTEMPTS = 3  # evaluations lost to a dead worker are retried this often, then recorded
@@ -152,7 +151,7 @@ class Engine:
         a crash or Ctrl-C comes back from the store."""
         llm = self.spec.llm
         assert llm is not None
-        labels = [(make_label(m), m.weight) for m in llm.models]
+        labels = [(model_config(m).label, m.weight) for m in llm.models]
         weights = {
             arm_name(m.name, label): m.weight * weight
             for m in self.spec.mutators
@@ -598,10 +597,6 @@ def _mutation_record(record: dict, job: MutationJob) -> dict:
     if job.mutator == FINISHER:
         return {**record, "finisher": True}
     return {**record, "arm": job.arm} if job.arm else record
-
-
-def make_label(spec: ModelSpec) -> str:
-    return model_config(spec).label
 
 
 def _partners(record: dict) -> list[int]:

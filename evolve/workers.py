@@ -101,7 +101,8 @@ class StoreReader:
         return found, evaluations[-1] if evaluations else None
 
     def lineage(self, candidate_id: int) -> list[Any]:
-        if self.candidate(candidate_id) is None:
+        found = self.store.candidate(candidate_id)
+        if found is None or found.run_name != self.run_name:
             return []
         return self.store.lineage(candidate_id)
 

@@ -18,19 +18,13 @@ from evaluators.c_kernel.measure import measure
 from evaluators.c_kernel.oracle import Trial, make_trial
 from evaluators.c_kernel.params import CKernelParams
 from evaluators.c_kernel.stages import Runner, StageFailed, stage
+from evaluators.task_files import read_task_file
 from evolve.program import Program
 from evolve.results import Counter, EvalResult, StageResult
 from evolve.sandbox import Limits, Sandbox
 from sandboxes.counters import detect_source
 
 PREPARE_SEED = 0
-
-
-def _read(task_dir: Path, relative: str, role: str) -> str:
-    path = task_dir / relative
-    if not path.is_file():
-        raise ValueError(f"c_kernel {role} file not found: {path}")
-    return path.read_text()
 
 
 class CKernelEvaluator:
@@ -46,8 +40,8 @@ class CKernelEvaluator:
 
     def __init__(self, params: Mapping[str, Any], task_dir: Path) -> None:
         self.params = CKernelParams.model_validate(dict(params))
-        self.harness = _read(task_dir, self.params.harness, "harness")
-        self.reference = _read(task_dir, self.params.reference, "reference")
+        self.harness = read_task_file(task_dir, self.params.harness, "c_kernel harness")
+        self.reference = read_task_file(task_dir, self.params.reference, "c_kernel reference")
         self.reference_path = str(task_dir / self.params.reference)
         self.limits = Limits()
         self.baseline_s: float | None = None

@@ -6,12 +6,13 @@ never its module; the cache means each process executes a given text only once.
 
 from __future__ import annotations
 
-import functools
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
+from evaluators.task_files import load_reference
 
 REQUIRED = ("make_inputs", "reference", "flops")
 
@@ -25,15 +26,8 @@ class Trial:
     flops: float
 
 
-@functools.lru_cache(maxsize=8)
 def load(text: str, filename: str) -> types.ModuleType:
-    module = types.ModuleType("c_kernel_reference")
-    module.__file__ = filename
-    exec(compile(text, filename, "exec"), module.__dict__)
-    missing = [name for name in REQUIRED if not callable(getattr(module, name, None))]
-    if missing:
-        raise ValueError(f"{filename} must define {', '.join(missing)}")
-    return module
+    return load_reference(text, filename, REQUIRED)
 
 
 def make_trial(text: str, filename: str, seed: int, sizes: Mapping[str, int]) -> Trial:

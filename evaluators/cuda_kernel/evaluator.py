@@ -25,6 +25,7 @@ from evaluators.cuda_kernel.problem import Problem, Round
 from evaluators.cuda_kernel.tensors import encode, outputs
 from evaluators.cuda_kernel.toolchain import Toolchain, find_toolchain
 from evaluators.cuda_kernel.verify import Tolerance, judge
+from evaluators.task_files import read_task_file
 from evolve.program import Program
 from evolve.results import ERROR, Counter, EvalResult, StageResult
 from evolve.sandbox import Limits, Sandbox
@@ -32,13 +33,6 @@ from evolve.sandbox import Limits, Sandbox
 PREPARE_SEED = 0
 TIMING_ROUND_BASE = 1000  # timing sets draw from rounds past every correctness round
 GPU_STAGES = "the correctness rounds, timing and counters"
-
-
-def _read(task_dir: Path, relative: str, role: str) -> str:
-    path = task_dir / relative
-    if not path.is_file():
-        raise ValueError(f"cuda_kernel {role} file not found: {path}")
-    return path.read_text()
 
 
 class CudaKernelEvaluator:
@@ -53,11 +47,13 @@ class CudaKernelEvaluator:
 
     def __init__(self, params: Mapping[str, Any], task_dir: Path) -> None:
         self.params = CudaKernelParams.model_validate(dict(params))
-        reference = _read(task_dir, self.params.reference, "reference")
+        reference = read_task_file(task_dir, self.params.reference, "cuda_kernel reference")
         self.problem = Problem(reference, str(task_dir / self.params.reference))
         self.sources = TaskSources(
-            launch=_read(task_dir, self.params.launch, "launch adapter"),
-            reference_kernel=_read(task_dir, self.params.reference_kernel, "reference kernel"),
+            launch=read_task_file(task_dir, self.params.launch, "cuda_kernel launch adapter"),
+            reference_kernel=read_task_file(
+                task_dir, self.params.reference_kernel, "cuda_kernel reference kernel"
+            ),
         )
         self.fp32 = np.dtype(self.problem.dtype) == np.float32
         self.tolerance = Tolerance.for_dtype(

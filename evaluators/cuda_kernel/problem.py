@@ -14,12 +14,13 @@ whose values reach +-8, so no kernel passes by assuming inputs in [0, 1) or smal
 
 from __future__ import annotations
 
-import functools
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
+from evaluators.task_files import load_reference
 
 REQUIRED = ("make_inputs", "reference", "flops", "bytes_moved")
 DTYPES = {"float32": np.float32, "float16": np.float16}
@@ -38,14 +39,8 @@ class Round:
     expected: list[np.ndarray]
 
 
-@functools.lru_cache(maxsize=8)
 def load(text: str, filename: str) -> types.ModuleType:
-    module = types.ModuleType("cuda_kernel_reference")
-    module.__file__ = filename
-    exec(compile(text, filename, "exec"), module.__dict__)
-    missing = [name for name in REQUIRED if not callable(getattr(module, name, None))]
-    if missing:
-        raise ValueError(f"{filename} must define {', '.join(missing)}")
+    module = load_reference(text, filename, REQUIRED)
     if getattr(module, "DTYPE", None) not in DTYPES:
         raise ValueError(f"{filename} must set DTYPE to one of {', '.join(DTYPES)}")
     return module

@@ -227,6 +227,15 @@ class LLMClient:
         )
         self._api_key = key
 
+    def _openai_options(self, max_tokens: int, temperature: float | None) -> dict[str, Any]:
+        # OpenAI's reasoning models refuse max_tokens; compatible servers may not know the
+        # newer max_completion_tokens.
+        limit = "max_tokens" if self.config.base_url else "max_completion_tokens"
+        options: dict[str, Any] = {limit: max_tokens}
+        if temperature is not None:
+            options["temperature"] = temperature
+        return options
+
     def _ask_openai(
         self,
         sdk: openai.OpenAI,
@@ -235,15 +244,11 @@ class LLMClient:
         max_tokens: int,
         temperature: float | None,
     ) -> tuple[str | None, int, int]:
-        # OpenAI's reasoning models refuse max_tokens; compatible servers may not know the
-        # newer max_completion_tokens.
-        limit = "max_tokens" if self.config.base_url else "max_completion_tokens"
-        options: dict[str, Any] = {limit: max_tokens}
-        if temperature is not None:
-            options["temperature"] = temperature
         head = [{"role": "system", "content": system}] if system else []
         reply = sdk.chat.completions.create(
-            model=self.config.model, messages=[*head, *messages], **options
+            model=self.config.model,
+            messages=[*head, *messages],
+            **self._openai_options(max_tokens, temperature),
         )
         usage = reply.usage
         text = reply.choices[0].message.content if reply.choices else None
@@ -268,15 +273,11 @@ class LLMClient:
         max_tokens: int,
         temperature: float | None,
     ) -> tuple[AssistantTurn, int, int]:
-        limit = "max_tokens" if self.config.base_url else "max_completion_tokens"
-        options: dict[str, Any] = {limit: max_tokens}
-        if temperature is not None:
-            options["temperature"] = temperature
         reply = sdk.chat.completions.create(
             model=self.config.model,
             messages=openai_messages(system, turns),  # type: ignore[arg-type]
             tools=openai_tools(tools),  # type: ignore[arg-type]
-            **options,
+            **self._openai_options(max_tokens, temperature),
         )
         usage = reply.usage
         tokens = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
