@@ -199,7 +199,10 @@ def _execute(
     console.print(f"finished: {outcome.reason}")
     best = outcome.best
     if best is None:
-        errors.print(f"[red]error:[/red] no candidate passed; see: evolve show {outcome.seed_id}")
+        errors.print(
+            "[red]error:[/red] no candidate was crowned (none passed, or none measured "
+            f"consistently); see: evolve show {outcome.seed_id}"
+        )
         sys.exit(1)
     seed = store.candidate(outcome.seed_id)
     evaluation = latest_ok(store, best.id)

@@ -18,6 +18,7 @@ import ray
 from ray.exceptions import RayActorError, RayError
 
 from evolve import workers
+from evolve.champion import Decision, Referee
 from evolve.evaluator import Evaluator
 from evolve.events import Event, Observer, Snapshot
 from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Parent
@@ -41,7 +42,6 @@ CLOSE_TIMEOUT_S = 10.0  # for workers to remove their containers at the end of a
 FINISHER = "finisher"  # the autotuner tuning a model-made child
 FINISH_KEPT = 16  # the latest model-made children that the finisher cycles through
 BROKEN_KEPT = 64  # failed candidates remembered for the fix operator
-RESUME_REMEASURE_LIMIT = 32  # unverified leaders re-measured on resume, at most
 RECORD_CACHE = 4096  # candidate records kept in memory; a bound, not the population
 
 
@@ -122,6 +122,7 @@ class Engine:
         self.failed = 0
         self.fruitless = 0
         self.best: tuple[int, float] | None = None
+        self.referee = Referee(self.spec.champion, store)
         self.records: OrderedDict[int, CandidateRecord] = OrderedDict()
         # Failed candidates waiting for the `fix` operator, each tried once, newest kept.
         self.broken: deque[int] = deque(maxlen=BROKEN_KEPT)
@@ -170,13 +171,10 @@ class Engine:
             self.islands.add(candidate_id, value, self._homes(candidate_id, island))
         for candidate_id, island in self.store.migrations(self.run_name):
             self.islands.migrate(candidate_id, island)
-        # The champion is the best re-measured candidate; any better one that was still
-        # waiting for its re-measurement when the driver died gets it now.
-        for candidate in self.store.top(self.run_name, RESUME_REMEASURE_LIMIT):
-            if candidate.measurements >= 2:
-                self.best = (candidate.id, candidate.score)  # type: ignore[assignment]
-                break
-            self.queue.append(Job(candidate, "remeasure"))
+        champion, unverified = self.referee.restore(self.run_name)
+        if champion is not None:
+            self.best = (champion.id, champion.score)  # type: ignore[assignment]
+        self.queue.extend(Job(candidate, "remeasure") for candidate in unverified)
         counts = self.store.status_counts(self.run_name)
         self.recorded = sum(n for status, n in counts.items() if status != "pending")
         self.failed = sum(n for status, n in counts.items() if status not in ("pending", "ok"))
@@ -243,7 +241,8 @@ class Engine:
             self._stop_workers(self.idle, [a for _, a in self.evals.values()])
             if self.reader is not None:
                 ray.kill(self.reader)
-        return Outcome(self.run_name, reason, self.store.best(self.run_name), self.seed_id)
+        best = self.store.candidate(self.best[0]) if self.best else None
+        return Outcome(self.run_name, reason, best, self.seed_id)
 
     def _loop(self) -> str:
         while True:
@@ -457,6 +456,7 @@ class Engine:
             names = [o.name for o in self.spec.objectives]
             result.status = ERROR
             result.feedback += f"\nthe evaluator reported no finite value for {names}"
+        stepped = None if value is None else self.referee.review(job.kind, job.candidate, result)
         reward = self._reward(job, value)
         candidate = self.store.record_evaluation(
             job.candidate.id,
@@ -474,7 +474,7 @@ class Engine:
         self._remember(candidate)
         if job.kind == "evaluate":
             self.recorded += 1
-        self._update_search(candidate, job, result)
+        self._update_search(candidate, job, result, stepped)
 
     def _reward(self, job: Job, value: float | None) -> tuple[str, float] | None:
         """What a bandit-chosen child earns its arm: its improvement over its parent."""
@@ -493,7 +493,9 @@ class Engine:
         self.queue.appendleft(job)
         self._emit(Event("warning", f"sandbox unavailable, retrying #{job.candidate.id}: {why}"))
 
-    def _update_search(self, candidate: CandidateRecord, job: Job, result: EvalResult) -> None:
+    def _update_search(
+        self, candidate: CandidateRecord, job: Job, result: EvalResult, stepped: str | None
+    ) -> None:
         if candidate.score is None:
             self.islands.discard(candidate.id)
             if job.kind == "evaluate":
@@ -508,25 +510,24 @@ class Engine:
         if job.kind == "evaluate" and candidate.mutation.get("model"):
             self.to_finish.append(candidate.id)
         self.islands.add(candidate.id, candidate.score, self._homes(candidate.id, candidate.island))
-        leading = self.best is None or candidate.score > self.best[1]
-        if leading and candidate.measurements < 2:
-            self.queue.appendleft(Job(candidate, "remeasure"))
-            self._emit(
-                Event("remeasure", f"#{candidate.id} may be a new best; re-measuring", candidate.id)
-            )
-        elif leading:
-            self.best = (candidate.id, candidate.score)
-            write_best(self.results_dir, self.run_name, candidate.id, candidate.program)
-            self._emit(
-                Event(
-                    "best", f"new best #{candidate.id}: score {candidate.score:.4g}", candidate.id
-                )
-            )
+        if stepped is not None:  # suspect whether or not it leads: measured again at once
+            flagged = f"#{candidate.id} flagged: {stepped}; re-measuring"
+            self._decide(candidate, Decision("remeasure", flagged))
+        elif self.best is None or candidate.score > self.best[1]:
+            self._decide(candidate, self.referee.judge(candidate))
         if job.kind == "evaluate" and self.recorded % self.spec.search.migration_interval == 0:
             for moved, island in self.islands.migrants():
                 self.islands.migrate(moved, island)
                 self.store.add_migration(self.run_name, moved, island)
                 self._emit(Event("migration", f"#{moved} migrates to island {island}", moved))
+
+    def _decide(self, candidate: CandidateRecord, decision: Decision) -> None:
+        if decision.event == "remeasure":
+            self.queue.appendleft(Job(candidate, "remeasure"))
+        elif decision.event == "best":
+            self.best = (candidate.id, candidate.score)  # type: ignore[assignment]
+            write_best(self.results_dir, self.run_name, candidate.id, candidate.program)
+        self._emit(Event(decision.event, decision.text, candidate.id))
 
     def _as_parent(self, candidate: CandidateRecord) -> Parent:
         """A parent as mutators see it; a model also gets its metrics and stage feedback."""

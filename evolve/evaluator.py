@@ -1,9 +1,9 @@
 """The evaluator plugin contract and its discovery through entry points.
 
-Departure from DESIGN.md's sketch, on purpose: params are validated by the constructor,
-so a bad param fails at load time with the task file's line; and `prepare` runs on each
-evaluation worker with that worker's sandbox, because baselines (like the seed's time)
-belong to the machine that measures, which differs across a Ray cluster.
+Params are validated by the constructor, so a bad param fails at load time with the task
+file's line; and `prepare` runs on each evaluation worker with that worker's sandbox,
+because baselines (like the seed's binary) belong to the machine that measures, which
+differs across a Ray cluster. docs/ARCHITECTURE.md shows where this contract sits.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ class Evaluator(Protocol):
         """Run the cascade; `seed` makes this evaluation's random inputs fresh and reproducible."""
         ...
 
+    # Optional: `metric_problem(name) -> str | None` says why an objective named `name`
+    # cannot be scored (an unknown metric, a setting it needs), so the task fails to load
+    # with that reason on the objective's line instead of failing every evaluation.
     # Optional: `draft(program, sandbox, *, seed) -> EvalResult` runs only the cheap stages
     # (build and check) for the agent's drafts, without `prepare`'s baselines. An evaluator
     # without it has its whole cascade run on each draft, which must then not need them.

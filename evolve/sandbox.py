@@ -17,6 +17,11 @@ class Limits:
     timeout_s: float = 30.0
     cpu_s: float | None = None  # defaults to timeout_s: a busy loop dies even if the timer is lost
     memory_bytes: int = 2 * 1024**3
+    # RLIMIT_AS: None means memory_bytes; 0 (or less) means none, for sanitized binaries, which
+    # reserve terabytes of address space that they never touch. Memory then stays capped by
+    # the container's cgroup under Docker, but the process backend relies on the sanitizer's
+    # own RSS cap (hard_rss_limit_mb), which the c_kernel sanitize stage compiles in.
+    address_space_bytes: int | None = None
     max_processes: int = 64
     max_output_bytes: int = 1024**2  # per stream; the rest is drained and dropped
     max_file_bytes: int = 256 * 1024**2

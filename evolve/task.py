@@ -85,6 +85,24 @@ class LLMSpec(Strict):
     )
 
 
+class ChampionSpec(Strict):
+    """When a leading candidate is trusted: a result too good to believe is measured again,
+    and crowned only when its measurements agree."""
+
+    max_step_speedup: float = Field(
+        50.0,
+        gt=1,
+        description="a child whose metric `speedup` is this many times its parent's is flagged",
+    )
+    agreement: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="a flagged candidate's two latest scores must agree this closely "
+        "(smaller / larger) for it to be crowned",
+    )
+
+
 class SandboxSpec(Strict):
     backend: Literal["docker", "process"] = "docker"
     image: str | None = Field(None, description="docker: an image of your own, e.g. the CUDA one")
@@ -122,6 +140,7 @@ class TaskSpec(Strict):
         default_factory=lambda: [MutatorSpec(name="autotuner")], min_length=1
     )
     budget: Budget
+    champion: ChampionSpec = Field(default_factory=ChampionSpec)
     sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
     llm: LLMSpec | None = None
     notes: str | None = None

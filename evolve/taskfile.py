@@ -109,6 +109,7 @@ class _Checks:
     def __init__(self, spec: TaskSpec, root: Path, tree: MappingNode) -> None:
         self.spec, self.root, self.tree = spec, root, tree
         self.problems: list[Problem] = []
+        self.made: Evaluator | None = None  # the evaluator, once its params are known good
 
     def fail(self, loc: Loc, message: str) -> None:
         self.problems.append(Problem(_find(self.tree, loc)[1], _field(loc), message))
@@ -149,7 +150,7 @@ class _Checks:
             self.fail(("evaluator", "name"), f"plugin {spec.name!r} is installed but broken: {exc}")
             return
         try:
-            cls(spec.params, self.root)
+            self.made = cls(spec.params, self.root)
         except ValidationError as exc:
             self.problems += _schema_problems(exc, self.tree, ("evaluator", "params"), None)
         except (ValueError, OSError) as exc:
@@ -196,6 +197,10 @@ class _Checks:
                 where = f"objectives[{first[objective.name]}]"
                 self.fail(("objectives", i, "name"), f"{objective.name!r} is already {where}")
             first.setdefault(objective.name, i)
+            vet = getattr(self.made, "metric_problem", None)
+            problem = vet(objective.name) if callable(vet) else None
+            if problem:
+                self.fail(("objectives", i, "name"), problem)
 
     def _read(self, entry: str, loc: Loc) -> str | None:
         """A file named in the task; confined to the task folder so a task is self-contained."""

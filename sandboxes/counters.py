@@ -41,7 +41,7 @@ CACHEGRIND_COUNTERS: dict[str, tuple[str, ...]] = {
     "LL_misses": ("ILmr", "DLmr", "DLmw"),
 }
 
-_detected: WeakKeyDictionary[Sandbox, str] = WeakKeyDictionary()
+_detected: WeakKeyDictionary[Sandbox, dict[tuple[str, ...], str]] = WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -184,13 +184,16 @@ def _counts_instructions(sandbox: Sandbox, limits: Limits, source: str) -> bool:
     return "instructions" in probe.counters
 
 
-def detect_source(sandbox: Sandbox, limits: Limits) -> str:
-    """perf if it counts real instructions in this sandbox, else cachegrind if it runs, else none.
+def detect_source(
+    sandbox: Sandbox, limits: Limits, sources: tuple[str, ...] = (PERF, CACHEGRIND)
+) -> str:
+    """The first of `sources` that counts real instructions in this sandbox, else none: by
+    default perf where the CPU's counters are readable, else cachegrind if it runs.
 
     The answer is cached per sandbox object, since what a sandbox can run does not change.
     """
-    if sandbox not in _detected:
-        candidates = (PERF, CACHEGRIND)
-        found = (s for s in candidates if _counts_instructions(sandbox, limits, s))
-        _detected[sandbox] = next(found, NONE)
-    return _detected[sandbox]
+    known = _detected.setdefault(sandbox, {})
+    if sources not in known:
+        found = (s for s in sources if _counts_instructions(sandbox, limits, s))
+        known[sources] = next(found, NONE)
+    return known[sources]

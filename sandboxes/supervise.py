@@ -52,6 +52,8 @@ class JobLimits(Protocol):
     def max_output_bytes(self) -> int: ...
     @property
     def max_file_bytes(self) -> int: ...
+    @property
+    def address_space_bytes(self) -> int | None: ...
 
 
 class Outcome(NamedTuple):  # not a dataclass: importing it costs 15 ms per container
@@ -166,7 +168,12 @@ def _limit_child(limits: JobLimits, parent: int, limit_processes: bool) -> None:
     """Runs in the forked child before exec: keep only async-signal-safe-ish work here."""
     cpu = math.ceil(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU first, SIGKILL a second later
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    space = (
+        limits.memory_bytes if limits.address_space_bytes is None else limits.address_space_bytes
+    )
+    if space <= 0:  # a sanitizer's shadow memory: see evolve.sandbox.Limits
+        space = resource.RLIM_INFINITY
+    resource.setrlimit(resource.RLIMIT_AS, (space, space))
     if limit_processes:
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.max_file_bytes, limits.max_file_bytes))

@@ -1,10 +1,11 @@
-"""Hostile candidates against the Docker sandbox, all in one run.
+"""Hostile candidates, all in one run each: escapes from the Docker sandbox, and attempts
+to cheat the measurement on either backend.
 
-Each attack is a C kernel that tries one escape. An attack that is stopped gives up
+Each attack is a C kernel that tries one thing. An attack that is stopped gives up
 loudly (abort with the reason on stderr), so its candidate gets a failure status and
 feedback; an attack that got through would compute the right answer and pass, which the
-assertions below would catch. After the run the host is checked too: nothing reached its
-listener, the secret it held is nowhere in the store, and the run finished.
+assertions below would catch. After the escape run the host is checked too: nothing
+reached its listener, the secret it held is nowhere in the store, and the run finished.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from evolve.taskfile import load_task, make_evaluator
 from sandboxes.docker import docker_available
 from tests.conftest import CANARY_SECRET as SECRET
 
-pytestmark = [
+DOCKER = [
     pytest.mark.docker,
     pytest.mark.skipif(not docker_available()[0], reason=f"docker: {docker_available()[1]}"),
 ]
@@ -151,7 +152,7 @@ TASK = """name: adversarial
 seed: seed.c
 evaluator:
   name: c_kernel
-  params: {harness: harness.c, reference: reference.py, sizes: {n: 32}, reps: 5}
+  params: {harness: harness.c, reference: reference.py, sizes: {n: 32}, reps: 5, counters: always}
 objectives: [{name: gflops, direction: maximize}]
 search: {islands: 1}
 budget: {candidates: BUDGET}
@@ -186,6 +187,8 @@ def host_listener() -> tuple[int, list[bytes]]:
     server.close()
 
 
+@pytest.mark.docker
+@pytest.mark.skipif(not docker_available()[0], reason=f"docker: {docker_available()[1]}")
 @pytest.mark.usefixtures("ray_session")
 def test_every_attack_is_contained_and_the_run_goes_on(
     tmp_path: Path, host_listener: tuple[int, list[bytes]]
@@ -262,3 +265,249 @@ def test_every_attack_is_contained_and_the_run_goes_on(
     )
     assert shown.returncode == 0, shown.stderr
     assert "instructions" in shown.stdout and first.source in shown.stdout
+
+
+# Cheating the measurement: each of these kernels computes the right answer when it is
+# checked, and tries to look faster than it is when it is timed. The driver's serve mode
+# (the timed one) is told apart from its check mode by fd 5, the pipe to the timer.
+
+TIMED = "fcntl(5, F_GETFD) != -1"
+
+SHIM_SOURCE = """#include <time.h>
+int clock_gettime(clockid_t id, struct timespec *t) { t->tv_sec = 0; t->tv_nsec = 1; return 0; }
+"""
+
+COMPUTE = """
+static void compute(int n, const float *A, const float *B, float *C) {
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      float sum = 0.0f;
+      for (int k = 0; k < n; k++) sum += A[i * n + k] * B[k * n + j];
+      C[i * n + j] = sum;
+    }
+}
+"""
+
+HASH = """static unsigned long long digest(const float *p, int count) {
+  unsigned long long h = 1469598103934665603ULL;
+  const unsigned char *b = (const unsigned char *)p;
+  for (long i = 0; i < (long)count * 4; i++) h = (h ^ b[i]) * 1099511628211ULL;
+  return h;
+}"""
+
+
+def shim_bytes(tmp_path: Path) -> bytes:
+    """A real LD_PRELOAD shim that stops the clock, as the attack that once won carried."""
+    source, library = tmp_path / "shim.c", tmp_path / "shim.so"
+    source.write_text(SHIM_SOURCE)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", library, source], check=True)
+    return library.read_bytes()
+
+
+def measurement_attacks(shim: bytes) -> dict[str, tuple[str, str]]:
+    """name -> (code that runs first in the kernel, extra top-level code)."""
+    table = ",".join(str(b) for b in shim)
+    return {
+        "forged_times": (
+            f"""if ({TIMED}) {{ FILE *f = fopen("times.txt", "w");
+    for (int r = 0; f && r < 64; r++) fputs("1e-9\\n", f);
+    if (f) fclose(f); }}""",
+            "",
+        ),
+        "atexit_forge": (
+            "static int armed; if (!armed) { armed = 1; atexit(forge); }",
+            """static void forge(void) {
+  FILE *f = fopen("times.txt", "w");
+  for (int r = 0; f && r < 64; r++) fputs("1e-9\\n", f);
+  if (f) fclose(f);
+}""",
+        ),
+        "preload_shim": (
+            f"if ({TIMED}) reexec();",
+            f"""static const unsigned char SHIM[] = {{{table}}};
+static void reexec(void) {{
+  if (getenv("SHIMMED")) return;
+  int fd = open("shim.so", O_WRONLY | O_CREAT | O_TRUNC, 0755);
+  if (fd < 0 || write(fd, SHIM, sizeof SHIM) != (ssize_t)sizeof SHIM) {blocked("shim")}
+  close(fd);
+  static char path[4096], args[8192];
+  if (!getcwd(path, sizeof path - 16)) {blocked("cwd")}
+  strcat(path, "/shim.so");
+  setenv("LD_PRELOAD", path, 1);
+  setenv("SHIMMED", "1", 1);
+  int c = open("/proc/self/cmdline", O_RDONLY);
+  ssize_t len = read(c, args, sizeof args - 1);
+  char *argv[64];
+  int k = 0;
+  for (char *p = args; p < args + len && k < 63; p += strlen(p) + 1) argv[k++] = p;
+  argv[k] = 0;
+  execv("/proc/self/exe", argv);
+  {blocked("exec")}
+}}""",
+        ),
+        "cached_output": (
+            """static float *saved; size_t bytes = sizeof(float) * n * n;
+  if (saved) { memcpy(C, saved, bytes); return; }
+  compute(n, A, B, C); saved = malloc(bytes); memcpy(saved, C, bytes); return;""",
+            COMPUTE,
+        ),
+        "input_keyed_cache": (
+            """static unsigned long long keys[64]; static float *answers[64]; static int used;
+  size_t bytes = sizeof(float) * n * n;
+  unsigned long long key = digest(A, n * n) ^ (digest(B, n * n) << 1);
+  for (int e = 0; e < used; e++)
+    if (keys[e] == key) { memcpy(C, answers[e], bytes); return; }
+  compute(n, A, B, C);
+  if (used < 64) {
+    keys[used] = key; answers[used] = malloc(bytes); memcpy(answers[used++], C, bytes);
+  }
+  return;""",
+            HASH + COMPUTE,
+        ),
+        "shm_cache": (
+            """char name[96]; size_t bytes = sizeof(float) * n * n;
+  snprintf(name, sizeof name, "/dev/shm/evolve-cache-%llx", digest(A, n * n) ^ digest(B, n * n));
+  int fd = open(name, O_RDONLY);
+  if (fd >= 0 && read(fd, C, bytes) == (ssize_t)bytes) { close(fd); return; }
+  compute(n, A, B, C);
+  fd = open(name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) { write(fd, C, bytes); close(fd); }
+  return;""",
+            HASH + COMPUTE,
+        ),
+        "background_finish": (
+            f"""if ({TIMED}) {{ job = (struct job){{n, A, B, C}}; pthread_t t;
+    if (pthread_create(&t, 0, finish, 0) != 0) {blocked("thread")}
+    pthread_detach(t); return; }}""",
+            f"""#include <pthread.h>
+{COMPUTE}
+struct job {{ int n; const float *A, *B; float *C; }};
+static struct job job;
+static void *finish(void *unused) {{
+  (void)unused;
+  compute(job.n, job.A, job.B, job.C);
+  return 0;
+}}""",
+        ),
+        "fork_helper": (
+            f"""if ({TIMED}) {{ pid_t helper = fork();
+    if (helper < 0) {blocked("fork")}
+    if (helper == 0) {{ for (;;) pause(); }} }}""",
+            "",
+        ),
+        "meddle": (
+            f"""if ({TIMED}) {{ int meddled = 0;
+    if (kill(getppid(), 0) == 0) MEDDLED("kill")
+    if (kill(-1, 0) == 0) MEDDLED("kill -1")
+    if (setpriority(PRIO_PROCESS, getppid(), 19) == 0) MEDDLED("nice")
+    if (ptrace(PTRACE_TRACEME, 0, 0, 0) == 0) MEDDLED("ptrace")
+    if (!meddled) {blocked("kill, setpriority and ptrace")} }}""",
+            """#include <sys/ptrace.h>
+#include <sys/resource.h>
+#define MEDDLED(what) { fprintf(stderr, "meddled: " what "\\n"); meddled = 1; }""",
+        ),
+    }
+
+
+HONEST = """// EVOLVE-BLOCK-START
+// cflags: -O3
+void matmul(int n, const float *restrict A, const float *restrict B, float *restrict C) {
+  for (int i = 0; i < n * n; i++) C[i] = 0.0f;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < n; k++)
+      for (int j = 0; j < n; j++) C[i * n + j] += A[i * n + k] * B[k * n + j];
+}
+// EVOLVE-BLOCK-END
+"""
+
+# What catching each attack looks like: the status it earns and words its feedback must hold.
+# An attack that cannot gain passes with its true speed, and must simply never win.
+CAUGHT = {
+    "forged_times": ("measure_failed", "times.txt"),
+    "atexit_forge": ("measure_failed", "times.txt"),
+    "preload_shim": ("measure_failed", "re-execute"),
+    "cached_output": ("measure_failed", "fresh inputs"),
+    "fork_helper": ("measure_failed", "blocked: fork"),
+    "meddle": ("measure_failed", "blocked: kill, setpriority and ptrace"),
+}
+GAINS_NOTHING = ("input_keyed_cache",)
+# A thread left computing after the call returned: caught by the output copied while the
+# kernel is stopped, unless the scheduler ran the thread to its end before the call
+# returned (one CPU, a short kernel), in which case it gained nothing.
+EITHER = {"background_finish": ("measure_failed", "wrong output")}
+SHM_CAUGHT_IN_DOCKER = ("measure_failed", "/dev/shm/evolve-cache-")
+
+CHEAT_TASK = """name: cheats
+seed: seed.c
+evaluator:
+  name: c_kernel
+  params: {harness: harness.c, reference: reference.py, sizes: {n: 96}, reps: 5, counters: never}
+objectives: [{name: speedup, direction: maximize}]
+search: {islands: 1}
+budget: {candidates: BUDGET}
+sandbox: {backend: BACKEND, timeout_s: 20, memory_mb: 512}
+"""
+
+
+@pytest.mark.parametrize("backend", [pytest.param("docker", marks=DOCKER), "process"])
+@pytest.mark.usefixtures("ray_session")
+def test_measurement_attacks_are_caught_and_never_crowned(tmp_path: Path, backend: str) -> None:
+    cases = measurement_attacks(shim_bytes(tmp_path))
+    task_dir = tmp_path / "task"
+    task_dir.mkdir()
+    for name in ("harness.c", "reference.py"):
+        shutil.copy(MATMUL / name, task_dir / name)
+    seed = kernel("", "")
+    (task_dir / "seed.c").write_text(seed.files["seed.c"])
+    programs = [
+        ("seed", seed),
+        ("honest", Program({"seed.c": PRELUDE + HONEST})),
+        *((name, kernel(*code)) for name, code in cases.items()),
+    ]
+    text = CHEAT_TASK.replace("BUDGET", str(len(programs))).replace("BACKEND", backend)
+    (task_dir / "task.yaml").write_text(text)
+    task = load_task(task_dir / "task.yaml")
+    store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
+    run = store.create_run(
+        "cheats", task_path=str(task.path), task_yaml=task.text, seed=1, settings={}
+    )
+    ids: dict[str, int] = {}
+    for name, program in programs:
+        added = store.add_candidate(
+            "cheats", program, parent_ids=[], island=0, generation=0, mutation={"attack": name}
+        )
+        assert added is not None
+        ids[name] = added.id
+
+    try:
+        outcome = Engine(
+            task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path / "results"
+        ).run()
+    finally:  # the process backend shares the host's /dev/shm
+        for planted in Path("/dev/shm").glob("evolve-cache-*"):
+            planted.unlink(missing_ok=True)
+
+    def latest(name: str) -> tuple[str, str, dict[str, float]]:
+        record = store.candidate(ids[name])
+        evaluation = store.evaluations(ids[name])[-1]
+        assert record is not None
+        return record.status, evaluation.feedback, evaluation.metrics
+
+    assert outcome.best is not None and outcome.best.id == ids["honest"], latest("honest")
+    honest_speedup = latest("honest")[2]["speedup"]
+    assert honest_speedup > 1.5
+    expected = dict(CAUGHT)
+    if backend == "docker":
+        expected["shm_cache"] = SHM_CAUGHT_IN_DOCKER
+    for name, (status, words) in expected.items():
+        got, feedback, _ = latest(name)
+        assert got == status and words in feedback, (name, got, feedback)
+        assert "meddled" not in feedback, (name, feedback)
+    for name in (*GAINS_NOTHING, *(() if backend == "docker" else ("shm_cache",))):
+        got, feedback, metrics = latest(name)
+        assert got == "ok", (name, feedback)
+        assert metrics["speedup"] < 0.8 * honest_speedup, (name, metrics)
+    for name, (status, words) in EITHER.items():
+        got, feedback, metrics = latest(name)
+        caught = got == status and words in feedback
+        assert caught or metrics["speedup"] < 0.8 * honest_speedup, (name, got, feedback)

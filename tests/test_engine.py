@@ -10,6 +10,7 @@ import pytest
 
 from evaluators.synthetic import SyntheticEvaluator
 from evolve import engine as engine_module
+from evolve.champion import is_flagged
 from evolve.engine import Engine
 from evolve.events import Event, Snapshot
 from evolve.program import Program
@@ -76,6 +77,7 @@ def test_a_run_reaches_its_budget_improves_and_keeps_full_lineage(tmp_path: Path
         assert kinds["evaluate"] == 1
     assert store.migrations("r1"), "ring migration never ran"
     assert any(e.kind == "best" for e in recorder.events)
+    assert not any(is_flagged(store.evaluations(c.id)) for c in store.top("r1", 60))
     assert recorder.snapshots[-1].candidates == 60
 
 

@@ -279,6 +279,7 @@ def test_scored_and_top_order(store: Store) -> None:
     ]
     assert [c.id for c in store.top(RUN, 3)] == [ids[2], ids[0], ids[3]]
     assert [c.score for c in store.top(RUN, 10)] == [5.0, 2.0, 2.0, 1.0]
+    assert [c.id for c in store.top(RUN, 2, offset=2)] == [ids[3], ids[4]]
     best = store.best(RUN)
     assert best is not None and best.id == ids[2]
 

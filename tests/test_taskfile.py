@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from evolve.knobs import find_knobs
+from evolve.task import ChampionSpec
 from evolve.taskfile import Problem, TaskFileError, load_task, make_evaluator, parse_task
 
 GOOD = """\
@@ -77,6 +78,14 @@ def test_parse_task_rebuilds_the_same_task_from_stored_text(tmp_path: Path) -> N
     loaded = load_task(path)
     assert parse_task(loaded.text, path) == loaded
     assert pickle.loads(pickle.dumps(loaded)) == loaded
+
+
+def test_the_champion_section_is_optional_and_read(tmp_path: Path) -> None:
+    assert load_task(write_task(tmp_path / "a", GOOD)).spec.champion == ChampionSpec()
+    text = GOOD + "champion: {max_step_speedup: 20, agreement: 0.9}\n"
+    assert load_task(write_task(tmp_path / "b", text)).spec.champion == ChampionSpec(
+        max_step_speedup=20, agreement=0.9
+    )
 
 
 def test_make_evaluator_builds_the_named_plugin(tmp_path: Path) -> None:
@@ -193,6 +202,18 @@ BAD = {
         "llm.models[0].model",
         13,
         "set EVOLVE_TEST_NO_SUCH_KEY to use openai:gpt-4.1-mini",
+    ),
+    "step speedup limit not above 1": Bad(
+        GOOD + "champion:\n  max_step_speedup: 1\n",
+        "champion.max_step_speedup",
+        12,
+        "greater than 1",
+    ),
+    "agreement above 1": Bad(
+        GOOD + "champion: {agreement: 1.5}\n", "champion.agreement", 11, "less than or equal to 1"
+    ),
+    "unknown champion key": Bad(
+        GOOD + "champion: {agree: 0.9}\n", "champion.agree", 11, "did you mean 'agreement'?"
     ),
     "duplicate objective": Bad(
         edited("budget:", "  - name: distance\n    direction: maximize\nbudget:"),

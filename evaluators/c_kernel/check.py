@@ -51,9 +51,18 @@ def compare(output: bytes | None, expected: np.ndarray, *, rtol: float, atol: fl
     return None
 
 
+def check_argv(
+    binary: str, trial: Trial, params: CKernelParams, sizes: dict[str, int]
+) -> list[str]:
+    """The driver's one-call mode: inputs.bin in, output.bin out."""
+    io = [f"in={len(trial.inputs)}", f"out={trial.expected.nbytes}"]
+    return [f"./{binary}", "check", *io, *params.size_args(sizes)]
+
+
 def check(run: Runner, binary: bytes, trial: Trial, params: CKernelParams) -> None:
     files = {"kernel": binary, "inputs.bin": trial.inputs}
-    result = run(["./kernel", "check", *params.size_args()], files, collect=["output.bin"])
+    argv = check_argv("kernel", trial, params, params.sizes)
+    result = run(argv, files, collect=["output.bin"])
     require_ok(result, "the kernel")
     problem = compare(
         result.files.get("output.bin"), trial.expected, rtol=params.rtol, atol=params.atol

@@ -1,10 +1,17 @@
-"""Counters stage: count one kernel call's events with perf or cachegrind, as feedback only.
+"""Counters stage: count one kernel call's events with perf or cachegrind.
 
-The counted run is the harness's `check` mode, a single call: `time` mode prints measured
-seconds, and formatting those digits alone makes cachegrind's count differ between runs.
-Its output is compared with the reference as well, so a kernel that takes a cheap wrong
-path when it notices the tool gets no counters. Nothing here fails a candidate: counters
-explain a time, they do not judge it.
+The counted run is the driver's `check` mode, a single call on inputs of its own. Its output
+is compared with the reference as well, so a kernel that takes a cheap wrong path when it
+notices the tool gets no counters. Nothing here fails a candidate.
+
+Under cachegrind the stage also reports `est_cycles`, a deterministic cost: the same binary
+on the same inputs counts the same every run, so a loaded machine can still rank candidates
+by it. It is the usual cycle estimate for cachegrind's counts, one cycle per instruction,
+10 per first-level miss and 100 per last-level miss:
+
+    est_cycles = Ir + 10 (I1mr + D1mr + D1mw) + 100 (ILmr + DLmr + DLmw)
+
+and `est_speedup` is the seed's est_cycles over the candidate's.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from evaluators.c_kernel.check import compare
+from evaluators.c_kernel.check import check_argv, compare
 from evaluators.c_kernel.oracle import Trial
 from evaluators.c_kernel.params import CKernelParams
 from evaluators.c_kernel.stages import Runner
@@ -69,6 +76,34 @@ def describe(
     return f"{line}; vs seed: {', '.join(changes)}" if changes else line
 
 
+L1_MISS_CYCLES, LL_MISS_CYCLES = 10, 100
+L1_MISSES = ("I1_misses", "D1_read_misses", "D1_write_misses")
+
+
+def estimated_cycles(counters: Mapping[str, Counter]) -> float | None:
+    """The cycle estimate above, or None unless cachegrind counted every term."""
+    needed = ("instructions", *L1_MISSES, "LL_misses")
+    if any(counters.get(n) is None or counters[n].source != CACHEGRIND for n in needed):
+        return None
+    l1 = sum(counters[name].value for name in L1_MISSES)
+    return (
+        counters["instructions"].value
+        + L1_MISS_CYCLES * l1
+        + LL_MISS_CYCLES * (counters["LL_misses"].value)
+    )
+
+
+def cost_metrics(counters: Mapping[str, Counter], seed: Mapping[str, Counter]) -> dict[str, float]:
+    estimate = estimated_cycles(counters)
+    if estimate is None:
+        return {}
+    metrics = {"est_cycles": estimate}
+    seed_estimate = estimated_cycles(seed)
+    if seed_estimate and estimate:
+        metrics["est_speedup"] = seed_estimate / estimate
+    return metrics
+
+
 def count(
     run: Runner,
     binary: bytes,
@@ -83,7 +118,7 @@ def count(
     sizes = params.counted_sizes()
     counted = measure_counters(
         run.sandbox,
-        ["./kernel", "check", *params.size_args(sizes)],
+        check_argv("kernel", trial, params, sizes),
         files={"kernel": binary, "inputs.bin": trial.inputs},
         limits=replace(run.limits, timeout_s=params.counter_timeout_s, cpu_s=None),
         source=source,

@@ -1,11 +1,14 @@
-"""The c_kernel evaluator: a C kernel with EVOLVE-BLOCKs, linked with a task's trusted harness.
+"""The c_kernel evaluator: a C kernel with EVOLVE-BLOCKs, linked with the driver and the
+task's harness.
 
-Only candidate code (its compilation and the kernel binary) runs in the sandbox. Inputs,
-the reference answer, the comparison and the scoring stay in this trusted process.
+Only candidate code (its compilation and the kernel binary) and the trusted timer that
+watches it run in the sandbox. Inputs, the reference answer, every comparison and the
+scoring stay in this trusted process.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
@@ -13,23 +16,47 @@ from typing import Any
 
 from evaluators.c_kernel.build import build
 from evaluators.c_kernel.check import check
-from evaluators.c_kernel.counters import count
-from evaluators.c_kernel.measure import measure
-from evaluators.c_kernel.oracle import Trial, make_trial
+from evaluators.c_kernel.counter_budget import CounterBudget
+from evaluators.c_kernel.counters import cost_metrics, count
+from evaluators.c_kernel.measure import measure, sets_needed
+from evaluators.c_kernel.oracle import (
+    CHECK,
+    COUNTED,
+    SANITIZED,
+    Trial,
+    make_trial,
+    make_trials,
+)
 from evaluators.c_kernel.params import CKernelParams
+from evaluators.c_kernel.sanitize import sanitize
 from evaluators.c_kernel.stages import Runner, StageFailed, stage
 from evaluators.task_files import read_task_file
+from evolve.hardware import CpuPeak, cpu_peak
 from evolve.program import Program
 from evolve.results import Counter, EvalResult, StageResult
 from evolve.sandbox import Limits, Sandbox
-from sandboxes.counters import detect_source
+from sandboxes.counters import CACHEGRIND, PERF, detect_source
 
 PREPARE_SEED = 0
+COST_METRICS = ("est_cycles", "est_speedup")
+METRICS = (
+    "speedup",
+    "speedup_spread",
+    "time_s",
+    "time_spread",
+    "seed_time_s",
+    "gflops",
+    "flagged",
+    "roofline_floor_s",
+    *COST_METRICS,
+)
 
 
 class CKernelEvaluator:
-    """Cascade build -> check -> measure -> counters; metrics time_s, time_spread, gflops and
-    speedup, and hardware counters (perf or cachegrind) that inform but never fail.
+    """Cascade build -> check -> sanitize (if on) -> measure -> counters; metrics speedup
+    (over the seed, timed beside it), time_s, gflops and their spreads, a roofline flag,
+    and hardware counters (perf or cachegrind) that inform but never fail, with the
+    deterministic est_cycles under cachegrind.
 
     `limits` bounds every sandbox run (compiler, nm, kernel); the engine sets it from the
     task's sandbox section before `prepare`. The instance holds only text and numbers,
@@ -44,30 +71,62 @@ class CKernelEvaluator:
         self.reference = read_task_file(task_dir, self.params.reference, "c_kernel reference")
         self.reference_path = str(task_dir / self.params.reference)
         self.limits = Limits()
-        self.baseline_s: float | None = None
+        self.reference_binary: bytes | None = None  # the seed, built on the worker
+        self.peak: CpuPeak | None = None
         self.counter_source: str | None = None  # None: no counters stage
         self.seed_counters: dict[str, Counter] = {}
+        self.counter_budget = CounterBudget(self.params)
+        self.salt = secrets.randbits(64)  # see oracle.py: no two runs draw the same inputs
+
+    def metric_problem(self, name: str) -> str | None:
+        """Why an objective named `name` could not be scored, checked when the task loads."""
+        if name not in METRICS:
+            return f"c_kernel reports {', '.join(METRICS)}; not {name!r}"
+        if name in COST_METRICS and (
+            self.params.counters != "always" or self.params.counter_tool != "cachegrind"
+        ):
+            return (
+                f"{name} comes from cachegrind's counts of every candidate: set "
+                "`counters: always` and `counter_tool: cachegrind` in the evaluator's params"
+            )
+        return None
 
     def prepare(self, seed: Program, sandbox: Sandbox, workdir: Path) -> None:
-        """Time and count the seed here: baselines, and whether the CPU's counters are
-        readable, belong to the machine that measures (workdir unused)."""
-        if self.params.counters:
-            self.counter_source = detect_source(sandbox, self.limits)
-        result = self._cascade(seed, sandbox, PREPARE_SEED)
+        """Build the seed, which every candidate is timed beside, and evaluate it against
+        itself: the binary, the roofline and whether the CPU's counters are readable all
+        belong to the machine that measures (workdir unused)."""
+        if self.params.counters != "never":
+            tools = (
+                (CACHEGRIND,) if self.params.counter_tool == "cachegrind" else (PERF, CACHEGRIND)
+            )
+            self.counter_source = detect_source(sandbox, self.limits, tools)
+        self.peak = cpu_peak(self.params.threads)
+        try:
+            self.reference_binary = build(
+                Runner(sandbox, self.limits), seed, self.params, self.harness
+            )
+        except StageFailed as failure:
+            raise RuntimeError(f"the seed program does not build:\n{failure.feedback}") from None
+        result = self._cascade(seed, sandbox, PREPARE_SEED, count_all=True)
         if not result.ok:
             raise RuntimeError(f"the seed program fails ({result.status}):\n{result.feedback}")
-        self.baseline_s = result.metrics["time_s"]
         self.seed_counters = result.counters
 
     def evaluate(self, program: Program, sandbox: Sandbox, *, seed: int) -> EvalResult:
         return self._cascade(program, sandbox, seed)
 
     def draft(self, program: Program, sandbox: Sandbox, *, seed: int) -> EvalResult:
-        """Build and check only, for the agent's drafts: no baseline needed, no timing."""
+        """Build, check and sanitize only, for the agent's drafts: no timing, so no seed."""
         return self._cascade(program, sandbox, seed, measured=False)
 
     def _cascade(
-        self, program: Program, sandbox: Sandbox, seed: int, *, measured: bool = True
+        self,
+        program: Program,
+        sandbox: Sandbox,
+        seed: int,
+        *,
+        measured: bool = True,
+        count_all: bool = False,
     ) -> EvalResult:
         run = Runner(sandbox, self.limits)
         stages: list[StageResult] = []
@@ -76,27 +135,54 @@ class CKernelEvaluator:
             with stage(stages, "build"):
                 binary = build(run, program, self.params, self.harness)
             with stage(stages, "check"):
-                trial = make_trial(self.reference, self.reference_path, seed, self.params.sizes)
+                trial = self._trial(seed, CHECK)
                 check(run, binary, trial, self.params)
+            if self.params.sanitize:
+                with stage(stages, "sanitize") as sanitizing:
+                    trial = self._trial(seed, SANITIZED)
+                    sanitizing.feedback = sanitize(run, program, self.params, self.harness, trial)
             if not measured:
                 return EvalResult.from_stages(stages, sandbox=run.summary())
             with stage(stages, "measure") as timing:
-                timing.metrics = measure(run, binary, trial, self.params, self.baseline_s)
+                timing.metrics, timing.feedback = self._measure(run, binary, seed)
             if self.counter_source is not None:
                 with stage(stages, "counters") as counting:
-                    counters, counting.feedback = count(
-                        run,
-                        binary,
-                        self._counter_trial(trial, seed),
-                        self.params,
-                        self.counter_source,
-                        self.seed_counters,
-                    )
+                    skipped = None if count_all else self.counter_budget.skip_reason(timing.metrics)
+                    if skipped:
+                        counting.feedback = skipped
+                    else:
+                        counters, counting.feedback = count(
+                            run,
+                            binary,
+                            self._counter_trial(seed),
+                            self.params,
+                            self.counter_source,
+                            self.seed_counters,
+                        )
+                        counting.metrics = cost_metrics(counters, self.seed_counters)
         return EvalResult.from_stages(stages, counters=counters, sandbox=run.summary())
 
-    def _counter_trial(self, trial: Trial, seed: int) -> Trial:
-        """The measured trial, or one from the same seed at the (smaller) counter sizes."""
-        if self.params.counter_sizes is None:
-            return trial
-        sizes = self.params.counter_sizes
-        return make_trial(self.reference, self.reference_path, seed, sizes)
+    def _trial(self, seed: int, purpose: int) -> Trial:
+        """The one input set of a single-call stage (check, sanitize)."""
+        entropy = (self.salt, seed, purpose, 0)
+        return make_trial(self.reference, self.reference_path, entropy, self.params.sizes)
+
+    def _measure(self, run: Runner, binary: bytes, seed: int) -> tuple[dict[str, float], str]:
+        if self.reference_binary is None:
+            raise RuntimeError("prepare() must build the seed before anything is measured")
+        count = sets_needed(self.params)
+
+        def draw(purpose: int) -> list[Trial]:
+            entropy = (self.salt, seed)
+            return make_trials(
+                self.reference, self.reference_path, entropy, purpose, count, self.params.sizes
+            )
+
+        peak = self.peak or cpu_peak(self.params.threads)
+        return measure(run, binary, self.reference_binary, self.params, draw, peak, str(seed))
+
+    def _counter_trial(self, seed: int) -> Trial:
+        """Fresh inputs of its own at the (perhaps smaller) counter sizes: a counted run must
+        not be able to reuse an answer from the check or the timed calls."""
+        sizes = self.params.counted_sizes()
+        return make_trial(self.reference, self.reference_path, (self.salt, seed, COUNTED, 0), sizes)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 DEFAULT_ALLOWED_FLAGS = (
     "-O0",
@@ -32,21 +33,57 @@ DEFAULT_ALLOWED_FLAGS = (
 class CKernelParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    harness: str = Field(description="trusted C file with main, relative to the task dir")
+    harness: str = Field(
+        description="C file with evolve_setup and evolve_call (driver/evolve_kernel.h), "
+        "relative to the task dir"
+    )
     reference: str = Field(description="trusted Python reference, relative to the task dir")
     entry: str = Field("matmul", pattern=r"^[A-Za-z_]\w*$", description="the one global symbol")
     compiler: str = "gcc"
     default_flags: str = Field("-O2", description="used when the candidate has no cflags line")
     allowed_flags: list[str] = Field(default_factory=lambda: list(DEFAULT_ALLOWED_FLAGS))
-    reps: int = Field(7, ge=5, description="timed calls per measurement")
+    reps: int = Field(7, ge=5, description="timed calls of the candidate, and of the seed")
+    warmup: int = Field(1, ge=1, le=10, description="untimed calls of each before timing")
+    give_up_factor: float = Field(
+        10.0, gt=1, description="stop timing a candidate whose call takes this many seed calls"
+    )
+    give_up_min_s: float = Field(0.5, gt=0, description="but never stop a call sooner than this")
+    peak_gflops: float | None = Field(
+        None, gt=0, description="the roofline's fp32 peak; default derived from the CPU"
+    )
+    peak_gbps: float | None = Field(
+        None, gt=0, description="the roofline's memory bandwidth; default measured"
+    )
+    threads: int = Field(1, ge=1, description="cores a kernel may use, for the roofline")
     rtol: float = Field(1e-3, ge=0)
     atol: float = Field(1e-3, ge=0)
     sizes: dict[str, int] = Field(default_factory=lambda: {"n": 512})
-    counters: bool = Field(True, description="count one call's events (perf, else cachegrind)")
+    sanitize: bool = Field(
+        False, description="after check: rerun it under ASan+UBSan (and MSan, with clang-19)"
+    )
+    counters: Literal["always", "promising", "never"] = Field(
+        "promising",
+        description="count one call's events: every passing candidate, those within reach "
+        "of the best (and every Nth), or none; true and false mean promising and never",
+    )
+    counter_tool: Literal["auto", "cachegrind"] = Field(
+        "auto", description="auto: perf where the CPU's counters are readable, else cachegrind"
+    )
+    counter_reach: float = Field(
+        0.5, gt=0, le=1, description="promising: speedup at least this share of the best seen"
+    )
+    counter_every: int = Field(10, ge=1, description="promising: and every Nth passing candidate")
     counter_sizes: dict[str, int] | None = Field(
         None, description="sizes for the counted call, default `sizes`: cachegrind is ~50x slower"
     )
     counter_timeout_s: float = Field(120, gt=0, description="limit for the counted call")
+
+    @field_validator("counters", mode="before")
+    @classmethod
+    def _yes_or_no(cls, value: object) -> object:
+        if isinstance(value, bool):
+            return "promising" if value else "never"
+        return value
 
     @model_validator(mode="after")
     def _defaults_are_allowed(self) -> CKernelParams:

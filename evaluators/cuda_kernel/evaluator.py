@@ -26,6 +26,7 @@ from evaluators.cuda_kernel.tensors import encode, outputs
 from evaluators.cuda_kernel.toolchain import Toolchain, find_toolchain
 from evaluators.cuda_kernel.verify import Tolerance, judge
 from evaluators.task_files import read_task_file
+from evolve.plausibility import flag_lines
 from evolve.program import Program
 from evolve.results import ERROR, Counter, EvalResult, StageResult
 from evolve.sandbox import Limits, Sandbox
@@ -261,7 +262,7 @@ class CudaKernelEvaluator:
             f"{m['time_p90_ms']:.4f}) vs reference {m['ref_time_ms']:.4f} ms: speedup "
             f"{m['speedup']:.2f}x",
             clock_line,
-            *(f"FLAGGED: {flag}" for flag in verdict.flags),
+            *flag_lines(verdict.flags),
         ]
         return {**m, **clock_metrics}, "\n".join(lines)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evaluators.c_kernel.stages import StageFailed
+from evolve.plausibility import FLAGGED_METRIC, roofline_flag, roofline_floor_s
 
 HIDDEN_FLOOR_MS = 0.02  # below this, a gap is launch jitter, not work
 HIDDEN_SHARE = 0.25  # ... and below this share of the kernel's own time
@@ -85,12 +86,12 @@ def roofline_ms(
     peak_gflops: float | None,
     peak_gbps: float | None,
 ) -> float | None:
-    """max(FLOPs / peak, bytes / bandwidth) in ms; the task's peaks win over detected ones."""
+    """The roofline floor in ms; the task's peaks win over detected ones."""
     detected = detected_peaks(device)
-    gflops, gbps = peak_gflops or detected[0], peak_gbps or detected[1]
-    if not gflops or not gbps:
-        return None
-    return max(flops / (gflops * 1e9), bytes_moved / (gbps * 1e9)) * 1e3
+    floor_s = roofline_floor_s(
+        flops, bytes_moved, peak_gflops or detected[0], peak_gbps or detected[1]
+    )
+    return None if floor_s is None else floor_s * 1e3
 
 
 @dataclass(frozen=True)
@@ -125,10 +126,7 @@ def assess(
     if speedup > speedup_flag:
         flags.append(f"speedup {speedup:.1f}x exceeds {speedup_flag:g}x: check it by hand")
     if floor_ms is not None and candidate.median < floor_ms:
-        flags.append(
-            f"{candidate.median:.4f} ms beats the roofline floor {floor_ms:.4f} ms "
-            "(max of FLOPs / peak and bytes / bandwidth): physically implausible"
-        )
+        flags.append(roofline_flag(candidate.median / 1e3, floor_ms / 1e3))
     metrics = {
         "time_ms": candidate.median,
         "time_p10_ms": candidate.p10,
@@ -139,7 +137,7 @@ def assess(
         "speedup": speedup,
         "hidden_ms": max(hidden, 0.0),
         "reps": float(len(table)),
-        "flagged": float(bool(flags)),
+        FLAGGED_METRIC: float(bool(flags)),
         **{f"fast_{p:g}": float(speedup > p) for p in FAST_P},
     }
     if floor_ms is not None:

@@ -360,12 +360,14 @@ class Store:
         with self._read() as session:
             return [(id_, island, score) for id_, island, score in session.execute(query)]
 
-    def top(self, run_name: str, k: int) -> list[CandidateRecord]:
-        """Best first; among equal scores the older candidate wins."""
+    def top(self, run_name: str, k: int, *, offset: int = 0) -> list[CandidateRecord]:
+        """Best first; among equal scores the older candidate wins. `offset` skips that many,
+        for reading the ranking page by page."""
         return self._candidates(
             select(Candidate)
             .where(Candidate.run_name == run_name, Candidate.score.is_not(None))
             .order_by(Candidate.score.desc(), Candidate.id)
+            .offset(offset)
             .limit(k)
         )
 

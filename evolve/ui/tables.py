@@ -7,9 +7,16 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from evolve.champion import flagged, is_flagged
+from evolve.plausibility import flag_reasons
+from evolve.results import OK
 from evolve.store import CandidateRecord, EvaluationRecord, Store
 
 KEY_METRICS = 4
+FLAGGED_NOTE = (
+    "! flagged: a result too good to believe, crowned only when two measurements agree; "
+    "evolve show ID says why"
+)
 
 
 def _fmt(value: float | None) -> str:
@@ -17,19 +24,26 @@ def _fmt(value: float | None) -> str:
 
 
 def latest_ok(store: Store, candidate_id: int) -> EvaluationRecord | None:
-    evaluations = [e for e in store.evaluations(candidate_id) if e.status == "ok"]
-    return evaluations[-1] if evaluations else None
+    return _last_ok(store.evaluations(candidate_id))
+
+
+def _last_ok(evaluations: list[EvaluationRecord]) -> EvaluationRecord | None:
+    passed = [e for e in evaluations if e.status == OK]
+    return passed[-1] if passed else None
 
 
 def leaderboard(store: Store, run_name: str, limit: int = 10) -> Table:
     top = store.top(run_name, limit)
-    metrics = {c.id: (latest_ok(store, c.id) or None) for c in top}
+    evaluations = {c.id: store.evaluations(c.id) for c in top}
+    metrics = {c.id: _last_ok(evaluations[c.id]) for c in top}
+    suspects = {c.id for c in top if is_flagged(evaluations[c.id])}
     names: list[str] = []
     for evaluation in metrics.values():
         for name in evaluation.metrics if evaluation else ():
             if name not in names and len(names) < KEY_METRICS:
                 names.append(name)
-    table = Table(title=f"top {limit} of {run_name}", expand=False)
+    caption = FLAGGED_NOTE if suspects else None
+    table = Table(title=f"top {limit} of {run_name}", caption=caption, expand=False)
     for column in ["rank", "id", "score", *names, "island", "gen", "parent", "measured"]:
         table.add_column(column, justify="right")
     for rank, candidate in enumerate(top, start=1):
@@ -37,13 +51,13 @@ def leaderboard(store: Store, run_name: str, limit: int = 10) -> Table:
         values = [_fmt(evaluation.metrics.get(n)) if evaluation else "-" for n in names]
         table.add_row(
             str(rank),
-            f"#{candidate.id}",
+            f"#{candidate.id}!" if candidate.id in suspects else f"#{candidate.id}",
             _fmt(candidate.score),
             *values,
             str(candidate.island),
             str(candidate.generation),
             f"#{candidate.parent_ids[0]}" if candidate.parent_ids else "seed",
-            f"{candidate.measurements}x",
+            f"{candidate.measurements}x" + (" flagged" if candidate.id in suspects else ""),
         )
     return table
 
@@ -63,12 +77,21 @@ def candidate_view(store: Store, candidate: CandidateRecord) -> RenderableType:
         ),
         Text(f"made by: {candidate.mutation}"),
     ]
+    evaluations = store.evaluations(candidate.id)
+    flags = [
+        f"FLAGGED in evaluation {e.id} ({e.kind}): {reason}"
+        for e in evaluations
+        if flagged(e)
+        for reason in flag_reasons(e.feedback) or ["the evaluator set metric flagged"]
+    ]
+    if flags:
+        parts.append(Text("\n".join(flags), style="bold red"))
     for path, text in candidate.program.files.items():
         parts += [
             Text(f"\n{path}", style="bold cyan"),
             Syntax(text, _language(path), line_numbers=True),
         ]
-    for evaluation in store.evaluations(candidate.id):
+    for evaluation in evaluations:
         table = Table(title=f"evaluation {evaluation.id} ({evaluation.kind}): {evaluation.status}")
         table.add_column("metric")
         table.add_column("value", justify="right")

@@ -1,0 +1,144 @@
+"""Who may be crowned champion, and which results are too good to believe.
+
+A leading candidate is measured twice before it is crowned, and its score is the lower of
+its measurements (the store keeps the minimum), so one lucky run cannot win. A result that
+the evaluator flags as physically implausible, or a child many times faster than its
+parent in one step, is suspect on top of that: it is measured again with fresh inputs,
+each of its later measurements carries the flag, and it is crowned only when its two
+latest measurements agree, so that a trick which works on some inputs and not on others
+cannot take the crown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evolve.plausibility import FLAGGED_METRIC, flag_lines, flag_reasons
+from evolve.results import OK, EvalResult
+from evolve.store import CandidateRecord, EvaluationRecord, Store
+from evolve.task import ChampionSpec
+
+MAX_MEASUREMENTS = 4  # a flagged candidate whose measurements disagree this often is refused
+RESUME_REMEASURE_LIMIT = 32  # unverified leaders re-measured on resume, at most
+RESUME_PAGE = 256
+STEP_METRIC = "speedup"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with a leading candidate; `event` is the kind of the event that says so."""
+
+    event: str  # "best" (crown it), "remeasure" or "warning" (refuse it)
+    text: str
+
+
+def agree(a: float, b: float, agreement: float) -> bool:
+    """For positive scores, smaller / larger >= agreement. Written as larger magnitude minus
+    the gap >= agreement x larger magnitude, which is that ratio for scores of one sign
+    (negative ones come from minimised objectives) and never holds for mixed signs."""
+    larger = max(abs(a), abs(b))
+    return larger - abs(a - b) >= agreement * larger
+
+
+def flagged(evaluation: EvaluationRecord) -> bool:
+    """Only a passing measurement counts: a failed one has no score to doubt."""
+    return evaluation.status == OK and evaluation.metrics.get(FLAGGED_METRIC, 0.0) >= 1
+
+
+def is_flagged(evaluations: Sequence[EvaluationRecord]) -> bool:
+    return any(flagged(e) for e in evaluations)
+
+
+class Referee:
+    """Reads the store only for results that may lead or that carry a speedup, so the
+    common case costs one query at most."""
+
+    def __init__(self, spec: ChampionSpec, store: Store) -> None:
+        self.spec, self.store = spec, store
+
+    def review(self, kind: str, candidate: CandidateRecord, result: EvalResult) -> str | None:
+        """Before a passing result is stored: flags it when its candidate is suspect, so
+        that the flag is stored with it. Returns the reason when this evaluation tripped
+        the step check, which asks for a re-measurement at once."""
+        if kind == "evaluate":
+            step = self._step(candidate, result)
+            if step is not None:
+                _flag(result, step)
+            return step
+        earlier = self._suspicion(self.store.evaluations(candidate.id))
+        if earlier is not None:
+            _flag(result, f"measured again because {earlier}")
+        return None
+
+    def judge(self, candidate: CandidateRecord) -> Decision:
+        """The decision for a candidate whose score leads the run."""
+        crown = Decision("best", f"new best #{candidate.id}: score {candidate.score:.4g}")
+        if candidate.measurements < 2:
+            return Decision("remeasure", f"#{candidate.id} may be a new best; re-measuring")
+        passed = [e for e in self.store.evaluations(candidate.id) if e.status == OK]
+        if not is_flagged(passed):
+            return crown
+        a, b = (e.score for e in passed[-2:])
+        assert a is not None and b is not None  # a passing evaluation is always scored
+        if agree(a, b, self.spec.agreement):
+            return Decision("best", f"{crown.text} (flagged; {a:.4g} and {b:.4g} agree)")
+        if len(passed) < MAX_MEASUREMENTS:
+            return Decision(
+                "remeasure",
+                f"#{candidate.id} is flagged and its scores {a:.4g} and {b:.4g} disagree; "
+                "re-measuring",
+            )
+        return Decision(
+            "warning",
+            f"#{candidate.id} is flagged and its {len(passed)} measurements never agreed: "
+            "not crowned",
+        )
+
+    def restore(self, run_name: str) -> tuple[CandidateRecord | None, list[CandidateRecord]]:
+        """The champion of a stopped run, and the first few better candidates that were
+        waiting for a re-measurement when the driver died. Refused candidates are passed
+        over, however many of them rank above the champion."""
+        unverified: list[CandidateRecord] = []
+        offset = 0
+        while page := self.store.top(run_name, RESUME_PAGE, offset=offset):
+            for candidate in page:
+                decision = self.judge(candidate)
+                if decision.event == "best":
+                    return candidate, unverified
+                if decision.event == "remeasure" and len(unverified) < RESUME_REMEASURE_LIMIT:
+                    unverified.append(candidate)
+            offset += len(page)
+        return None, unverified
+
+    def _step(self, candidate: CandidateRecord, result: EvalResult) -> str | None:
+        child = result.metrics.get(STEP_METRIC)
+        if child is None or not candidate.parent_ids:
+            return None
+        parent_id = candidate.parent_ids[0]
+        passed = [e for e in self.store.evaluations(parent_id) if e.status == OK]
+        parent = passed[-1].metrics.get(STEP_METRIC) if passed else None
+        if parent is None or not parent > 0 or math.isnan(child):
+            return None
+        step = child / parent
+        if step <= self.spec.max_step_speedup:
+            return None
+        return (
+            f"step speedup {step:.1f}x over parent #{parent_id} is more than "
+            f"max_step_speedup {self.spec.max_step_speedup:g}x"
+        )
+
+    @staticmethod
+    def _suspicion(evaluations: Sequence[EvaluationRecord]) -> str | None:
+        """Why the first flagged measurement was flagged; later ones only repeat it."""
+        for evaluation in evaluations:
+            if flagged(evaluation):
+                reasons = flag_reasons(evaluation.feedback) or ["its metric flagged is set"]
+                return f"evaluation {evaluation.id} was flagged: {'; '.join(reasons)}"
+        return None
+
+
+def _flag(result: EvalResult, reason: str) -> None:
+    result.metrics[FLAGGED_METRIC] = 1.0
+    result.feedback = "\n\n".join(p for p in (result.feedback, *flag_lines([reason])) if p)
