@@ -15,6 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from evaluators.c_kernel import CKernelEvaluator
+from evaluators.c_kernel.measure import summarise
 from evaluators.c_kernel.oracle import CHECK, make_trial
 from evolve.program import Program
 from evolve.task import TaskSpec
@@ -264,3 +265,25 @@ def test_bad_params_fail_at_construction(spec: TaskSpec) -> None:
         make_evaluator(spec, default_flags="-O2 -fplugin=x.so")
     with pytest.raises(ValueError, match=r"nowhere\.c"):
         make_evaluator(spec, harness="nowhere.c")
+
+
+def _call(program: str, pair: int | None, wall: float, cpu: float) -> dict[str, object]:
+    return {"program": program, "set": 0, "pair": pair, "seconds": wall, "cpu_seconds": cpu}
+
+
+def test_a_candidate_waiting_off_the_cpu_is_flagged_and_timed_by_the_wall_clock(
+    spec: TaskSpec,
+) -> None:
+    """CPU time decides one-thread kernels, unless the candidate's calls mostly wait for
+    something the seed's do not: work done elsewhere would not show in its CPU time."""
+    params = make_evaluator(spec, sizes={"n": 8}).params
+    trial = make_trial((TASK_DIR / "reference.py").read_text(), "r.py", 1, {"n": 8})
+    honest = [_call("reference", i, 0.010, 0.009) for i in range(5)]
+    busy = {"calls": [*honest, *(_call("candidate", i, 0.005, 0.0045) for i in range(5))]}
+    timing = summarise(busy, trial, params)
+    assert timing.flags == [] and timing.metrics["time_s"] == 0.0045
+    assert timing.metrics["speedup"] == pytest.approx(2.0)
+    waiting = {"calls": [*honest, *(_call("candidate", i, 0.008, 0.0005) for i in range(5))]}
+    timing = summarise(waiting, trial, params)
+    assert len(timing.flags) == 1 and "off the CPU" in timing.flags[0]
+    assert timing.metrics["time_s"] == 0.008 and "wall-clock" in timing.lines[0]

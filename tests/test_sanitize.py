@@ -20,15 +20,13 @@ from evaluators.c_kernel.check import check_argv
 from evaluators.c_kernel.oracle import SANITIZED, Trial, make_trial
 from evaluators.c_kernel.sanitize import (
     ADDRESS_UNDEFINED,
-    REPORT_CHARS,
-    TRIMMED,
     MemorySupport,
     memory_support,
     options_source,
     sanitize,
     sanitized_build,
-    trim_report,
 )
+from evaluators.c_kernel.sanitizer_report import REPORT_CHARS, TRIMMED, trim_report
 from evaluators.c_kernel.stages import Runner, StageFailed
 from evolve.program import Program
 from evolve.results import EvalResult

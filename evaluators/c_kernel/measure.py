@@ -157,7 +157,7 @@ def time_pair(
         raise StageFailed(f"the timer's report is unreadable: {excerpt(result.stdout)}") from None
     _fail_on(report, params)
     _judge(report["calls"], result.files.get("outputs.bin"), trials, params)
-    return _summarise(report, trials[0], params)
+    return summarise(report, trials[0], params)
 
 
 def _fail_on(report: dict, params: CKernelParams) -> None:
@@ -219,7 +219,7 @@ def _spread(values: list[float]) -> float:
     return (max(values) - min(values)) / statistics.median(values)
 
 
-def _summarise(report: dict, trial: Trial, params: CKernelParams) -> Timing:
+def summarise(report: dict, trial: Trial, params: CKernelParams) -> Timing:
     """Metrics from the timed pairs. A one-thread kernel is timed by its CPU time, which a
     busy machine barely changes (wall time also counts the wait for a CPU, which differs
     between the two calls of a pair); a threaded one by the wall clock. Either clock is

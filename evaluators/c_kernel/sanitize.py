@@ -30,32 +30,19 @@ from evaluators.c_kernel.check import check_argv, compare
 from evaluators.c_kernel.flags import disallowed, program_flags
 from evaluators.c_kernel.oracle import Trial
 from evaluators.c_kernel.params import CKernelParams
+from evaluators.c_kernel.sanitizer_report import REPORT_CHARS, trim_report
 from evaluators.c_kernel.stages import Runner, StageFailed, excerpt, require_ok
 from evolve.program import Program
 from evolve.sandbox import Limits, RunResult, Sandbox
 
 MSAN_COMPILER = "clang-19"
 DEBUG_FLAGS = ("-g", "-fno-omit-frame-pointer", "-fno-lto")  # -fno-lto: plain objects for nm
-REPORT_CHARS = 1500
-LINE_CHARS = 300
-CANDIDATE_FRAMES = 3  # per section of a report
-CONTEXT_FRAMES = 2  # of the error itself, when none of its frames is the candidate's
 OPTIONS_FILE = "sanitizer_options.c"
-TRIMMED = "[... report trimmed]"
 
 OPT_OUT = re.compile(
     r"no_sanitize\w*|__SANITIZE_\w*|\w+_sanitizer\b|__(?:a|m|ub)san_\w*|__sanitizer_\w*"
     r"|disable_sanitizer_instrumentation"
 )
-PID_PREFIX = re.compile(r"^==\d+==")
-FRAME = re.compile(r"^\s*#(?P<index>\d+) 0x[0-9a-f]+ in (?P<where>.*)$")
-NOTEWORTHY = re.compile(
-    r"Sanitizer: |runtime error: |^(?:READ|WRITE) of size |is located |^Uninitialized bytes "
-    r"|^The signal is caused |^Hint: "
-)
-CANDIDATE_PATH = re.compile(r"\S*\bcandidate/")
-OTHER_PATH = re.compile(r"(?<![^\s(])/\S*/(?=[^/\s]+:\d)")
-REGISTERS = re.compile(r"\s*(?:at |\()pc 0x[0-9a-f]+ bp 0x[0-9a-f]+ sp 0x[0-9a-f]+(?: T\d+\))?")
 SYMBOLIZER = re.compile(r"^/[\w./+-]+$")
 
 MSAN_PROBE = {"probe.c": b"int main(void) { return 0; }\n"}
@@ -270,55 +257,3 @@ def _stopped(result: RunResult, built: str) -> StageFailed:
             "kernel once and write its output)"
         )
     return StageFailed(feedback, timed_out=result.timed_out)
-
-
-def trim_report(stderr: bytes, limit: int = REPORT_CHARS) -> str | None:
-    """The lines of a sanitizer report that a model can act on, at most `limit` characters;
-    None when stderr holds no report.
-
-    Kept: what went wrong (the ERROR or WARNING line, a `runtime error:` line, the access,
-    where the address lies, the SUMMARY), each section's first frames in the candidate's
-    file with their `file:line`, and the error's own first frames when none is the
-    candidate's. Addresses, registers and the work dir are dropped, and a section repeated
-    (MSan tells every store of an uninitialised value) appears once.
-    """
-    blocks: list[str] = []
-    summary = ""
-    for header, frames in _sections(stderr.decode(errors="replace")):
-        own = [frame for frame in frames if "candidate/" in frame][:CANDIDATE_FRAMES]
-        if not own and NOTEWORTHY.search(header) is None:
-            continue
-        block = "\n".join(_clean(line) for line in [header, *(own or frames[:CONTEXT_FRAMES])])
-        if header.startswith("SUMMARY:"):
-            summary = block
-        elif block not in blocks:
-            blocks.append(block)
-    if not blocks and not summary:
-        return None
-    room = limit - len(summary) - len(TRIMMED) - 2
-    kept: list[str] = []
-    for block in blocks:
-        if sum(len(part) + 1 for part in kept) + len(block) > room:
-            kept.append(TRIMMED)
-            break
-        kept.append(block)
-    return "\n".join(part for part in [*kept, summary] if part)[:limit]
-
-
-def _sections(text: str) -> list[tuple[str, list[str]]]:
-    """The report as (line, the stack frames under it), without the `==PID==` prefixes."""
-    sections: list[tuple[str, list[str]]] = []
-    for raw in text.splitlines():
-        line = PID_PREFIX.sub("", raw).strip()
-        frame = FRAME.match(line)
-        if frame is not None:
-            if sections:
-                sections[-1][1].append(f"    #{frame['index']} {frame['where']}")
-        elif line:
-            sections.append((line, []))
-    return sections
-
-
-def _clean(line: str) -> str:
-    line = OTHER_PATH.sub("", CANDIDATE_PATH.sub("", REGISTERS.sub("", line)))
-    return line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 3] + "..."
