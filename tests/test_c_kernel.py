@@ -287,3 +287,33 @@ def test_a_candidate_waiting_off_the_cpu_is_flagged_and_timed_by_the_wall_clock(
     timing = summarise(waiting, trial, params)
     assert len(timing.flags) == 1 and "off the CPU" in timing.flags[0]
     assert timing.metrics["time_s"] == 0.008 and "wall-clock" in timing.lines[0]
+
+
+def test_a_time_under_the_roofline_is_timed_again_and_flagged(
+    spec: TaskSpec, sandbox: ProcessSandbox
+) -> None:
+    """A task's stated peak that no kernel could respect makes every time impossible."""
+    evaluator = make_evaluator(spec, sizes={"n": 16}, counters="never", peak_gflops=1e-6)
+    evaluator.prepare(seed_program(spec), sandbox, TASK_DIR)
+    result = evaluator.evaluate(candidate(kernel()), sandbox, seed=2)
+    assert result.status == "ok", result.feedback
+    assert result.metrics["flagged"] == 1.0
+    assert result.metrics["roofline_floor_s"] == pytest.approx(2 * 16**3 / 1e3)
+    assert "FLAGGED: " in result.feedback and "roofline" in result.feedback
+    assert "timed twice on fresh inputs" in result.feedback and "task's peaks" in result.feedback
+    assert result.sandbox["runs"] >= 5  # build (3), check, and two timed jobs
+
+
+def test_a_kernel_that_dies_before_its_first_timed_call_says_so(
+    small: CKernelEvaluator, sandbox: ProcessSandbox
+) -> None:
+    prelude = """#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((constructor)) static void leave(void) {
+  if (fcntl(5, F_GETFD) != -1) { fputs("leaving early\\n", stderr); exit(3); }
+}"""
+    result = small.evaluate(candidate(kernel(prelude=prelude)), sandbox, seed=1)
+    assert result.status == "measure_failed"
+    assert "start-up" in result.feedback and "exited with code 3" in result.feedback
+    assert "leaving early" in result.feedback

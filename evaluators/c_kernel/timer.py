@@ -232,7 +232,10 @@ class Kernel:
         for fd in (go_read, done_write, log):
             os.close(fd)
         self.clock = _cpu_clock(self.pid)
-        self._await_answer(b"r", None, "start-up")
+        try:
+            self._await_answer(b"r", None, "start-up")
+        except CallFailed as failure:  # the run never lists this kernel: keep its last words
+            raise CallFailed(failure.kind, f"{failure}\n{self.log_tail()}".strip()) from None
         self._stop()
 
     def _exec(self, argv: list[str], go_read: int, done_write: int, log: int) -> None:
