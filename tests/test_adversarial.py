@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from evolve.engine import Engine
+from evolve.engine import Engine, Outcome
 from evolve.program import Program
 from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
@@ -160,6 +160,36 @@ sandbox: {backend: docker, timeout_s: 6, memory_mb: 512, max_processes: 64}
 """
 
 
+def run_candidates(
+    tmp_path: Path, task_text: str, programs: list[tuple[str, Program]], run_name: str
+) -> tuple[Outcome, Store, dict[str, int]]:
+    """A matmul task whose seed is the first program, with every program inserted as a
+    candidate and the budget set to their number, run to its end by one worker: so
+    exactly these programs are evaluated, and nothing is mutated."""
+    task_dir = tmp_path / "task"
+    task_dir.mkdir()
+    for name in ("harness.c", "reference.py"):
+        shutil.copy(MATMUL / name, task_dir / name)
+    (task_dir / "seed.c").write_text(programs[0][1].files["seed.c"])
+    (task_dir / "task.yaml").write_text(task_text.replace("BUDGET", str(len(programs))))
+    task = load_task(task_dir / "task.yaml")
+    store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
+    run = store.create_run(
+        run_name, task_path=str(task.path), task_yaml=task.text, seed=1, settings={}
+    )
+    ids: dict[str, int] = {}
+    for name, program in programs:
+        added = store.add_candidate(
+            run_name, program, parent_ids=[], island=0, generation=0, mutation={"attack": name}
+        )
+        assert added is not None
+        ids[name] = added.id
+    engine = Engine(
+        task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path / "results"
+    )
+    return engine.run(), store, ids
+
+
 @pytest.fixture
 def host_listener() -> tuple[int, list[bytes]]:
     """A TCP server on the host's loopback that records anything that reaches it."""
@@ -198,36 +228,12 @@ def test_every_attack_is_contained_and_the_run_goes_on(
     host_file.write_text("host-only-content")
 
     cases = attacks(port, host_file)
-    task_dir = tmp_path / "task"
-    task_dir.mkdir()
-    for name in ("harness.c", "reference.py"):
-        shutil.copy(MATMUL / name, task_dir / name)
-    seed = kernel("", "")
-    (task_dir / "seed.c").write_text(seed.files["seed.c"])
-    budget = 1 + len(cases) + 1
-    (task_dir / "task.yaml").write_text(TASK.replace("BUDGET", str(budget)))
-    task = load_task(task_dir / "task.yaml")
-
-    store_url = f"sqlite:///{tmp_path / 'evolve.db'}"
-    store = Store(store_url)
-    run = store.create_run(
-        "attack", task_path=str(task.path), task_yaml=task.text, seed=1, settings={}
-    )
-    ids: dict[str, int] = {}
-    for name, program in [
-        ("seed", seed),
+    programs = [
+        ("seed", kernel("", "")),
         *((n, kernel(*code)) for n, code in cases.items()),
         ("reader", kernel(READER, "")),
-    ]:
-        added = store.add_candidate(
-            "attack", program, parent_ids=[], island=0, generation=0, mutation={"attack": name}
-        )
-        assert added is not None
-        ids[name] = added.id
-
-    outcome = Engine(
-        task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path / "results"
-    ).run()
+    ]
+    outcome, store, ids = run_candidates(tmp_path, TASK, programs, "attack")
 
     assert outcome.reason.startswith("candidate budget reached")
     assert store.pending_candidates("attack") == []
@@ -258,7 +264,7 @@ def test_every_attack_is_contained_and_the_run_goes_on(
     if first.source == "cachegrind":
         assert first == second, "valgrind's instruction counts must be deterministic"
     shown = subprocess.run(
-        [sys.executable, "-m", "evolve", "show", str(ids["seed"]), "--db", store_url],
+        [sys.executable, "-m", "evolve", "show", str(ids["seed"]), "--db", store.url],
         capture_output=True,
         text=True,
         timeout=60,
@@ -453,36 +459,14 @@ sandbox: {backend: BACKEND, timeout_s: 20, memory_mb: 512}
 @pytest.mark.usefixtures("ray_session")
 def test_measurement_attacks_are_caught_and_never_crowned(tmp_path: Path, backend: str) -> None:
     cases = measurement_attacks(shim_bytes(tmp_path))
-    task_dir = tmp_path / "task"
-    task_dir.mkdir()
-    for name in ("harness.c", "reference.py"):
-        shutil.copy(MATMUL / name, task_dir / name)
-    seed = kernel("", "")
-    (task_dir / "seed.c").write_text(seed.files["seed.c"])
     programs = [
-        ("seed", seed),
+        ("seed", kernel("", "")),
         ("honest", Program({"seed.c": PRELUDE + HONEST})),
         *((name, kernel(*code)) for name, code in cases.items()),
     ]
-    text = CHEAT_TASK.replace("BUDGET", str(len(programs))).replace("BACKEND", backend)
-    (task_dir / "task.yaml").write_text(text)
-    task = load_task(task_dir / "task.yaml")
-    store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
-    run = store.create_run(
-        "cheats", task_path=str(task.path), task_yaml=task.text, seed=1, settings={}
-    )
-    ids: dict[str, int] = {}
-    for name, program in programs:
-        added = store.add_candidate(
-            "cheats", program, parent_ids=[], island=0, generation=0, mutation={"attack": name}
-        )
-        assert added is not None
-        ids[name] = added.id
-
     try:
-        outcome = Engine(
-            task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path / "results"
-        ).run()
+        task_text = CHEAT_TASK.replace("BACKEND", backend)
+        outcome, store, ids = run_candidates(tmp_path, task_text, programs, "cheats")
     finally:  # the process backend shares the host's /dev/shm
         for planted in Path("/dev/shm").glob("evolve-cache-*"):
             planted.unlink(missing_ok=True)
