@@ -267,7 +267,7 @@ def test_a_raw_report_is_trimmed_to_its_limit_keeping_the_error_and_summary(
     options = options_source(ADDRESS_UNDEFINED, small.limits.memory_bytes, None)
     binary = sanitized_build(run, program, small.params, small.harness, ADDRESS_UNDEFINED, options)
     inputs = trial(small)
-    argv = check_argv("kernel", inputs, small.params, small.params.sizes)
+    argv = check_argv(inputs, small.params, small.params.sizes)
     unlimited = replace(small.limits, address_space_bytes=0)
     raw = sandbox.run(argv, files={"kernel": binary, "inputs.bin": inputs.inputs}, limits=unlimited)
     assert len(raw.stderr) > REPORT_CHARS  # the shadow-memory dump alone is longer
@@ -289,7 +289,7 @@ def test_without_an_address_space_limit_asan_starts_and_with_one_it_cannot(
     options = options_source(ADDRESS_UNDEFINED, small.limits.memory_bytes, None)
     binary = sanitized_build(run, program, small.params, small.harness, ADDRESS_UNDEFINED, options)
     inputs = trial(small)
-    argv = check_argv("kernel", inputs, small.params, small.params.sizes)
+    argv = check_argv(inputs, small.params, small.params.sizes)
     files = {"kernel": binary, "inputs.bin": inputs.inputs}
     assert not sandbox.run(argv, files=files, limits=small.limits).ok
     assert sandbox.run(argv, files=files, limits=replace(small.limits, address_space_bytes=0)).ok

@@ -8,16 +8,37 @@ the clock by any symbol: that lives in the timer, another process (timer.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluators.c_kernel.flags import disallowed, program_flags
 from evaluators.c_kernel.params import CKernelParams
 from evaluators.c_kernel.stages import Runner, StageFailed, require_ok
 from evolve.program import Program
+from evolve.sandbox import RunResult
 
 HARNESS_FLAGS = ("-O2", "-I.")
 DRIVER_DIR = Path(__file__).with_name("driver")
 DRIVER_FILES = {name: (DRIVER_DIR / name).read_bytes() for name in ("driver.c", "evolve_kernel.h")}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A build other than the plain one (the sanitizers', say), vetted the same way."""
+
+    compiler: str | None = None  # None: the task's
+    flags: tuple[str, ...] = ()  # on the candidate's compile and on the link, after its own
+    admitted: frozenset[str] = frozenset()  # globals the instrumentation itself defines
+    sources: Mapping[str, bytes] = field(default_factory=dict)  # more trusted C to link in
+
+
+PLAIN = Variant()
+
+
+class CompileFailed(StageFailed):
+    """The compiler or the linker refused the program, as against the vetting refusing it:
+    a compiler other than the task's refusing it is no verdict on the candidate."""
 
 
 def global_symbols(nm_output: bytes) -> list[str]:
@@ -26,16 +47,11 @@ def global_symbols(nm_output: bytes) -> list[str]:
 
 
 def build(
-    run: Runner,
-    program: Program,
-    params: CKernelParams,
-    harness: str,
-    extra_flags: tuple[str, ...] = (),
+    run: Runner, program: Program, params: CKernelParams, harness: str, variant: Variant = PLAIN
 ) -> bytes:
-    """The linked `kernel` binary, or StageFailed with the compiler's or the vetting's reason.
-
-    `extra_flags` (the sanitizers') go on every compile and the link, after the candidate's.
-    """
+    """The linked `kernel` binary, or StageFailed with the compiler's or the vetting's reason
+    (CompileFailed when it is the compiler's or the linker's)."""
+    compiler = variant.compiler or params.compiler
     flags = program_flags(program.files[program.main_file], params.default_flags)
     refused = disallowed(flags, params.allowed_flags)
     if refused:
@@ -45,9 +61,9 @@ def build(
         )
     sources = {f"candidate/{path}": text.encode() for path, text in program.files.items()}
     main = f"candidate/{program.main_file}"
-    argv = [params.compiler, *flags, *extra_flags, "-c", main, "-o", "candidate.o"]
+    argv = [compiler, *flags, *variant.flags, "-c", main, "-o", "candidate.o"]
     compiled = run(argv, sources, collect=["candidate.o"])
-    require_ok(compiled, f"compiling with {' '.join(flags)}", tail=False)
+    _require_built(compiled, f"compiling with {' '.join([*flags, *variant.flags])}")
     obj = compiled.files.get("candidate.o")
     if obj is None:
         raise StageFailed("the compiler wrote no candidate.o")
@@ -55,20 +71,28 @@ def build(
     listed = run(["nm", "--defined-only", "-g", "candidate.o"], {"candidate.o": obj})
     require_ok(listed, "nm on the candidate's object")
     symbols = global_symbols(listed.stdout)
-    extra = sorted(set(symbols) - {params.entry})
+    extra = sorted(set(symbols) - {params.entry} - variant.admitted)
     if extra:
+        built = f" (built with {' '.join(variant.flags)})" if variant.flags else ""
         raise StageFailed(
-            f"the candidate defines global symbol(s) {', '.join(extra)}; only `{params.entry}` "
-            "may be global: make helpers and data `static`"
+            f"the candidate{built} defines global symbol(s) {', '.join(extra)}; only "
+            f"`{params.entry}` may be global: make helpers and data `static`"
         )
     if params.entry not in symbols:
         raise StageFailed(f"the candidate does not define `{params.entry}`")
 
-    argv = [params.compiler, *HARNESS_FLAGS, *extra_flags, "driver.c", "harness.c", "candidate.o"]
-    files = {**DRIVER_FILES, "harness.c": harness.encode(), "candidate.o": obj}
-    linked = run([*argv, "-o", "kernel", "-lm"], files, collect=["kernel"])
-    require_ok(linked, "linking with the driver and the task's harness", tail=False)
+    files = {**DRIVER_FILES, **variant.sources, "harness.c": harness.encode(), "candidate.o": obj}
+    argv = [compiler, *HARNESS_FLAGS, *variant.flags, "driver.c", "harness.c", *variant.sources]
+    linked = run([*argv, "candidate.o", "-o", "kernel", "-lm"], files, collect=["kernel"])
+    _require_built(linked, "linking with the driver and the task's harness")
     binary = linked.files.get("kernel")
     if binary is None:
         raise StageFailed("the linker wrote no kernel binary")
     return binary
+
+
+def _require_built(result: RunResult, what: str) -> None:
+    try:
+        require_ok(result, what, tail=False)
+    except StageFailed as failure:
+        raise CompileFailed(failure.feedback, timed_out=failure.timed_out) from None

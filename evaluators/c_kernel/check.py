@@ -51,17 +51,15 @@ def compare(output: bytes | None, expected: np.ndarray, *, rtol: float, atol: fl
     return None
 
 
-def check_argv(
-    binary: str, trial: Trial, params: CKernelParams, sizes: dict[str, int]
-) -> list[str]:
-    """The driver's one-call mode: inputs.bin in, output.bin out."""
+def check_argv(trial: Trial, params: CKernelParams, sizes: dict[str, int]) -> list[str]:
+    """The driver's one-call mode for the binary `kernel`: inputs.bin in, output.bin out."""
     io = [f"in={len(trial.inputs)}", f"out={trial.expected.nbytes}"]
-    return [f"./{binary}", "check", *io, *params.size_args(sizes)]
+    return ["./kernel", "check", *io, *params.size_args(sizes)]
 
 
 def check(run: Runner, binary: bytes, trial: Trial, params: CKernelParams) -> None:
     files = {"kernel": binary, "inputs.bin": trial.inputs}
-    argv = check_argv("kernel", trial, params, params.sizes)
+    argv = check_argv(trial, params, params.sizes)
     result = run(argv, files, collect=["output.bin"])
     require_ok(result, "the kernel")
     problem = compare(

@@ -118,7 +118,7 @@ def count(
     sizes = params.counted_sizes()
     counted = measure_counters(
         run.sandbox,
-        check_argv("kernel", trial, params, sizes),
+        check_argv(trial, params, sizes),
         files={"kernel": binary, "inputs.bin": trial.inputs},
         limits=replace(run.limits, timeout_s=params.counter_timeout_s, cpu_s=None),
         source=source,

@@ -174,7 +174,7 @@ def _fail_on(report: dict, params: CKernelParams) -> None:
                 f"warm-up call (at least {params.give_up_min_s:g}s); a kernel this slow "
                 "cannot win"
             )
-        if failure["message"].startswith(REFERENCE):
+        if failure["program"] == REFERENCE:
             raise StageFailed(
                 f"the seed's process failed beside the candidate: {failure['message']}. "
                 "Kernels may not signal, trace or re-prioritise other processes"

@@ -8,11 +8,11 @@ the first and the last; MemorySanitizer (clang-19 only, and only where the sandb
 finds reads of uninitialised memory, which ASan cannot. Each report is trimmed to the lines
 that point into the candidate's own file, since the full one is mostly shadow-memory dumps.
 
-The stage builds for itself rather than through build(): the runtime options must be linked
-in as one more trusted source (the sandbox's environment is fixed, so ASAN_OPTIONS cannot
-carry them), and MSan's origin tracking defines `__msan_track_origins` in the candidate's
-object, which the symbol vetting has to admit by exact name (a prefix would let a candidate
-interpose `__ubsan_handle_*` and silence the checks).
+The stage builds through build() with a variant: the runtime options are linked in as one
+more trusted source (the sandbox's environment is fixed, so ASAN_OPTIONS cannot carry
+them), and MSan's origin tracking defines `__msan_track_origins` in the candidate's object,
+which the symbol vetting admits by exact name (a prefix would let a candidate interpose
+`__ubsan_handle_*` and silence the checks).
 
 This is feedback, not a security boundary: the check stage is what guards correctness.
 Source that opts out of the sanitizers is refused all the same, so that a model cannot learn
@@ -25,13 +25,12 @@ import re
 from dataclasses import dataclass, replace
 from weakref import WeakKeyDictionary
 
-from evaluators.c_kernel.build import DRIVER_FILES, HARNESS_FLAGS, global_symbols
+from evaluators.c_kernel.build import CompileFailed, Variant, build
 from evaluators.c_kernel.check import check_argv, compare
-from evaluators.c_kernel.flags import disallowed, program_flags
 from evaluators.c_kernel.oracle import Trial
 from evaluators.c_kernel.params import CKernelParams
 from evaluators.c_kernel.sanitizer_report import REPORT_CHARS, trim_report
-from evaluators.c_kernel.stages import Runner, StageFailed, excerpt, require_ok
+from evaluators.c_kernel.stages import Runner, StageFailed, excerpt
 from evolve.program import Program
 from evolve.sandbox import Limits, RunResult, Sandbox
 
@@ -166,51 +165,17 @@ def sanitized_build(
     sanitizer: Sanitizer,
     options: bytes,
 ) -> bytes:
-    """The kernel built under `sanitizer`, vetted as build() vets it, its options linked in."""
-    compiler = sanitizer.compiler or params.compiler
-    flags = program_flags(program.files[program.main_file], params.default_flags)
-    refused = disallowed(flags, params.allowed_flags)
-    if refused:
-        raise StageFailed(f"compiler flag(s) not allowed: {' '.join(refused)}")
-    instrument = [*sanitizer.flags, *DEBUG_FLAGS]
-    sources = {f"candidate/{path}": text.encode() for path, text in program.files.items()}
-    main = f"candidate/{program.main_file}"
-    argv = [compiler, *flags, *instrument, "-c", main, "-o", "candidate.o"]
-    compiled = run(argv, sources, collect=["candidate.o"])
-    _require_built(compiled, f"compiling with {' '.join([*flags, *sanitizer.flags])}", sanitizer)
-    obj = compiled.files.get("candidate.o")
-    if obj is None:
-        raise StageFailed("the compiler wrote no candidate.o")
-
-    listed = run(["nm", "--defined-only", "-g", "candidate.o"], {"candidate.o": obj})
-    require_ok(listed, "nm on the candidate's sanitized object")
-    extra = sorted(set(global_symbols(listed.stdout)) - {params.entry} - sanitizer.emitted)
-    if extra:
-        raise StageFailed(
-            f"built with {' '.join(sanitizer.flags)}, the candidate defines global symbol(s) "
-            f"{', '.join(extra)}; only `{params.entry}` may be global"
-        )
-
-    files = {**DRIVER_FILES, "harness.c": harness.encode(), OPTIONS_FILE: options}
-    argv = [compiler, *HARNESS_FLAGS, *instrument, "driver.c", "harness.c", OPTIONS_FILE]
-    linked = run(
-        [*argv, "candidate.o", "-o", "kernel", "-lm"],
-        {**files, "candidate.o": obj},
-        collect=["kernel"],
+    """The kernel built under `sanitizer`, vetted as build() vets it, its options linked in.
+    A compiler other than the task's failing to build it is no verdict: _NotBuilt."""
+    variant = Variant(
+        sanitizer.compiler,
+        (*sanitizer.flags, *DEBUG_FLAGS),
+        sanitizer.emitted,
+        {OPTIONS_FILE: options},
     )
-    _require_built(linked, f"linking with {' '.join(sanitizer.flags)}", sanitizer)
-    binary = linked.files.get("kernel")
-    if binary is None:
-        raise StageFailed("the linker wrote no kernel binary")
-    return binary
-
-
-def _require_built(result: RunResult, what: str, sanitizer: Sanitizer) -> None:
-    """require_ok, but a compiler other than the task's failing is no verdict: _NotBuilt.
-    The symbol vetting stays a verdict whichever compiler built the object."""
     try:
-        require_ok(result, what, tail=False)
-    except StageFailed as failure:
+        return build(run, program, params, harness, variant)
+    except CompileFailed as failure:
         if sanitizer.compiler is None:
             raise
         raise _NotBuilt(failure.feedback) from None
@@ -230,7 +195,7 @@ def _run_check(
     and compare its answer: a wrong one fails here as in the check stage."""
     options = options_source(sanitizer, run.limits.memory_bytes, symbolizer)
     binary = sanitized_build(run, program, params, harness, sanitizer, options)
-    argv = check_argv("kernel", trial, params, params.sizes)
+    argv = check_argv(trial, params, params.sizes)
     result = sanitized(argv, {"kernel": binary, "inputs.bin": trial.inputs}, ["output.bin"])
     built = f"built with {' '.join(sanitizer.flags)}"
     if not result.ok:

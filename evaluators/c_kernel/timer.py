@@ -179,9 +179,9 @@ def confine() -> None:
 class CallFailed(Exception):
     """A kernel did not complete a call: it died, broke the protocol or ran past the limit."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, program: str, message: str) -> None:
         super().__init__(message)
-        self.kind = kind
+        self.kind, self.program = kind, program
 
 
 class Arena:
@@ -235,7 +235,9 @@ class Kernel:
         try:
             self._await_answer(b"r", None, "start-up")
         except CallFailed as failure:  # the run never lists this kernel: keep its last words
-            raise CallFailed(failure.kind, f"{failure}\n{self.log_tail()}".strip()) from None
+            raise CallFailed(
+                failure.kind, self.name, f"{failure}\n{self.log_tail()}".strip()
+            ) from None
         self._stop()
 
     def _exec(self, argv: list[str], go_read: int, done_write: int, log: int) -> None:
@@ -278,7 +280,7 @@ class Kernel:
             timeout = None if deadline is None else deadline - time.perf_counter()
             if timeout is not None and timeout <= 0:
                 self.kill()
-                raise CallFailed("gave_up", f"{self.name}: {doing} ran past its limit")
+                raise CallFailed("gave_up", self.name, f"{self.name}: {doing} ran past its limit")
             ready, _, _ = select.select([self.done], [], [], timeout)
             if ready:
                 break
@@ -286,10 +288,11 @@ class Kernel:
         if byte == expected:
             return
         if not byte:
-            raise CallFailed("died", f"{self.name} died during {doing}: {self.kill()}")
+            raise CallFailed("died", self.name, f"{self.name} died during {doing}: {self.kill()}")
         self.kill()
         raise CallFailed(
             "protocol",
+            self.name,
             f"{self.name} answered {byte!r} instead of {expected!r} during {doing} "
             "(did the kernel process re-execute itself or write to the driver's pipe?)",
         )
@@ -299,7 +302,7 @@ class Kernel:
         os.kill(self.pid, signal.SIGSTOP)
         info = os.waitid(os.P_PID, self.pid, os.WSTOPPED | os.WEXITED)
         if info is None or info.si_code != os.CLD_STOPPED:
-            raise CallFailed("died", f"{self.name} died when stopped: {_how(info)}")
+            raise CallFailed("died", self.name, f"{self.name} died when stopped: {_how(info)}")
 
     def quit(self) -> None:
         """Let the kernel exit as a program does (its atexit handlers run, so whatever they
@@ -395,7 +398,12 @@ def run(spec: dict, inputs: bytes) -> dict:
         for kernel in kernels.values():
             kernel.quit()
     except CallFailed as failure:
-        report["failure"] = {"kind": failure.kind, "message": str(failure), "call": len(calls)}
+        report["failure"] = {
+            "kind": failure.kind,
+            "program": failure.program,
+            "message": str(failure),
+            "call": len(calls),
+        }
     finally:
         for kernel in kernels.values():
             kernel.kill()
