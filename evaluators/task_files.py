@@ -1,19 +1,14 @@
-"""What evaluators read from a task's folder: its files, and its trusted Python reference."""
+"""A task's trusted Python reference, run from its text.
+
+Evaluators read the task's files with evolve.taskpaths.read_task_file, which keeps them
+inside the task folder; this module runs the reference they read that way.
+"""
 
 from __future__ import annotations
 
 import functools
 import types
 from pathlib import Path
-
-
-def read_task_file(task_dir: Path, relative: str, what: str) -> str:
-    """ValueError, naming the file, when it is missing: the task loader reports it with the
-    task file's line."""
-    path = task_dir / relative
-    if not path.is_file():
-        raise ValueError(f"{what} file not found: {path}")
-    return path.read_text()
 
 
 @functools.lru_cache(maxsize=16)

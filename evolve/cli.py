@@ -1,29 +1,22 @@
-"""The `evolve` command: run a task, resume it, and look at what it found."""
+"""The `evolve` command: run a task, resume it, and look at what it found.
+
+Only what every command needs is imported up here. The rest (Ray, the store, the engine)
+is imported inside the command that uses it, so that a mistake in a task file is answered
+in a fraction of a second rather than after the second those imports take.
+"""
 
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import click
-from rich.console import Console
 
-from evolve import cluster
-from evolve.runs import new_run_name, run_dir
-from evolve.store import CandidateRecord, RunRecord, Store, default_url
-from evolve.taskfile import LoadedTask, TaskFileError, load_task, make_evaluator, parse_task
-from evolve.ui.tables import latest_ok
+from evolve.runlog import LEVELS
+from evolve.taskfile import TaskFileError, load_task
+from evolve.ui.console import console, errors
 
-LATEST = "__latest__"
-# Pipes and CI logs get a wide page rather than rich's 80 columns, so tables stay readable.
-console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
-errors = Console(stderr=True, soft_wrap=True)
-
-
-def _store(db: str | None, results: Path) -> Store:
-    return Store(db or default_url(results))
-
+LATEST = "__latest__"  # --resume without a run name
 
 db_option = click.option("--db", help="Database URL (default: sqlite file results/evolve.db).")
 results_option = click.option(
@@ -57,6 +50,19 @@ def main() -> None:
 @click.option("--name", help="Run name (default: TASK-DATE-TIME).")
 @click.option("--ray-address", help="Join this Ray cluster instead of starting a local one.")
 @click.option("--plain", is_flag=True, help="Plain log lines instead of the live dashboard.")
+@click.option(
+    "--log-level",
+    type=click.Choice(LEVELS, case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    help="How much goes to results/RUN/run.log.",
+)
+@click.option(
+    "--sandbox",
+    "backend",
+    type=click.Choice(["docker", "process"]),
+    help="Run candidates in this sandbox instead of the task's (process: where Docker is not).",
+)
 @db_option
 @results_option
 def run(
@@ -67,6 +73,8 @@ def run(
     name: str | None,
     ray_address: str | None,
     plain: bool,
+    log_level: str,
+    backend: str | None,
     db: str | None,
     results: Path,
 ) -> None:
@@ -75,165 +83,24 @@ def run(
         raise click.UsageError("give a TASK_FILE, or --resume [RUN] to continue a run")
     if resume is not None and (seed is not None or name is not None):
         raise click.UsageError("a resumed run keeps its name and seed: drop --name and --seed")
-    try:
-        task = load_task(task_file) if task_file else None
-    except TaskFileError as exc:
-        errors.print(f"[red]error:[/red] {exc}", highlight=False)
-        sys.exit(2)
-    results.mkdir(parents=True, exist_ok=True)
-    owns_ray = _connect_ray(ray_address)
-    try:
-        _start_or_resume(task, resume, workers, seed, name, plain, db, results)
-    finally:
-        if owns_ray:
-            cluster.shutdown()
+    if task_file is not None:
+        try:
+            task = load_task(task_file)
+        except TaskFileError as exc:
+            errors.print(f"[red]error:[/red] {exc}", highlight=False)
+            sys.exit(2)
+        from evolve import launch  # imported once the task file has loaded: see the docstring
 
-
-def _connect_ray(address: str | None) -> bool:
-    """Ray first, so that a cluster we cannot join leaves no half-made run in the store."""
-    try:
-        return cluster.connect(address)
-    except (ConnectionError, RuntimeError) as exc:
-        where = f"the Ray cluster at {address}" if address else "a local Ray instance"
-        errors.print(f"[red]error:[/red] could not start or join {where}: {exc}", highlight=False)
-        sys.exit(1)
-
-
-def _start_or_resume(
-    task: LoadedTask | None,
-    resume: str | None,
-    workers: int | None,
-    seed: int | None,
-    name: str | None,
-    plain: bool,
-    db: str | None,
-    results: Path,
-) -> None:
-    with _store(db, results) as store:
-        if task is not None:
-            run_name = name or new_run_name(task.spec.name)
-            if store.get_run(run_name):
-                raise click.UsageError(f"a run named {run_name!r} exists: use --resume {run_name}")
-            record = store.create_run(
-                run_name,
-                task_path=str(task.path),
-                task_yaml=task.text,
-                seed=seed or 0,
-                settings={"workers": workers},
-            )
-        else:
-            record = store.latest_run() if resume == LATEST else store.get_run(str(resume))
-            if record is None:
-                wanted = "to resume" if resume == LATEST else repr(resume)
-                errors.print(f"[red]error:[/red] no run {wanted} in the store")
-                sys.exit(2)
-            try:
-                task = parse_task(record.task_yaml, Path(record.task_path))
-            except TaskFileError as exc:
-                errors.print(
-                    f"[red]error:[/red] the stored task no longer loads: {exc}", highlight=False
-                )
-                sys.exit(2)
-            workers = workers or record.settings.get("workers")
-            console.print(f"resuming run [bold]{record.name}[/bold]")
-        _execute(task, store, record, workers, plain, results)
-
-
-def _execute(
-    task: LoadedTask,
-    store: Store,
-    record: RunRecord,
-    workers: int | None,
-    plain: bool,
-    results: Path,
-) -> None:
-    from evolve.engine import Engine, SetupFailed
-    from evolve.ui.dashboard import Dashboard, PlainLog
-
-    run_name = record.name
-    folder = run_dir(results, run_name)
-    folder.mkdir(parents=True, exist_ok=True)
-    console.print(f"run [bold]{run_name}[/bold]: results in {folder}/, store {store.display_url}")
-    task = _usable_sandbox(task)
-    if task.spec.sandbox.backend == "process":
-        errors.print(
-            "[yellow]warning:[/yellow] sandbox 'process': candidates run as plain processes on "
-            "this machine, limited by rlimits but NOT isolated from its files or network."
-        )
-    if task.spec.llm is None:
-        console.print(
-            "no model configured: the autotuner runs alone, offline. To let a model propose "
-            "edits, add an `llm:` section and a `diff` or `rewrite` mutator (see the README)."
+        launch.new_run(
+            task, workers, seed, name, plain, ray_address, backend, db, results, log_level.upper()
         )
     else:
-        models = ", ".join(m.model for m in task.spec.llm.models)
-        console.print(
-            f"models: {models}; mutators: {', '.join(m.name for m in task.spec.mutators)}"
+        from evolve import launch
+
+        wanted = None if resume == LATEST else resume
+        launch.resumed_run(
+            wanted, workers, plain, ray_address, backend, db, results, log_level.upper()
         )
-    workers = workers or max(1, cluster.cpu_count() - 1)
-    store.set_run_status(run_name, "running")
-    engine = Engine(task, store, record, make_evaluator(task), workers=workers, results_dir=results)
-    live = not plain and console.is_terminal
-    observer = Dashboard(store, run_name, console) if live else PlainLog(console)
-    engine.observer = observer
-    try:
-        with observer:
-            outcome = engine.run()
-    except KeyboardInterrupt:
-        store.set_run_status(run_name, "stopped")
-        console.print(f"\nstopped. Continue with: evolve run --resume {run_name}")
-        sys.exit(130)
-    except SetupFailed as exc:
-        store.set_run_status(run_name, "failed")
-        errors.print(f"[red]error:[/red] {exc}", highlight=False)
-        console.print("Nothing was evolved: fix the above on the evaluation machines first.")
-        sys.exit(1)
-    except Exception as exc:
-        store.set_run_status(run_name, "failed")
-        errors.print(f"[red]error:[/red] {exc}", highlight=False)
-        console.print(
-            f"The store keeps what finished. Continue with: evolve run --resume {run_name}"
-        )
-        sys.exit(1)
-    store.set_run_status(run_name, "finished")
-    console.print(f"finished: {outcome.reason}")
-    best = outcome.best
-    if best is None:
-        errors.print(
-            "[red]error:[/red] no candidate was crowned (none passed, or none measured "
-            f"consistently); see: evolve show {outcome.seed_id}"
-        )
-        sys.exit(1)
-    seed = store.candidate(outcome.seed_id)
-    evaluation = latest_ok(store, best.id)
-    metrics = ", ".join(
-        f"{k} {v:.4g}" for k, v in (evaluation.metrics if evaluation else {}).items()
-    )
-    console.print(
-        f"best: candidate #{best.id}, score {best.score:.4g} (seed: {_score(seed)}), {metrics}\n"
-        f"written to {folder / 'best'}/\n"
-        f"see it with: evolve show {best.id}    the board: evolve leaderboard {run_name}"
-    )
-
-
-def _usable_sandbox(task: LoadedTask) -> LoadedTask:
-    """The task, switched to the process sandbox, loudly, where Docker cannot work."""
-    if task.spec.sandbox.backend != "docker":
-        return task
-    from sandboxes import docker_available
-
-    ok, why = docker_available()
-    if ok:
-        console.print(f"sandbox: {why}")
-        return task
-    errors.print(f"[yellow]warning:[/yellow] the docker sandbox cannot run here: {why}")
-    errors.print("[yellow]warning:[/yellow] falling back to the process sandbox")
-    sandbox = task.spec.sandbox.model_copy(update={"backend": "process"})
-    return replace(task, spec=task.spec.model_copy(update={"sandbox": sandbox}))
-
-
-def _score(candidate: CandidateRecord | None) -> str:
-    return "-" if candidate is None or candidate.score is None else f"{candidate.score:.4g}"
 
 
 @main.command()
@@ -243,9 +110,10 @@ def _score(candidate: CandidateRecord | None) -> str:
 @results_option
 def leaderboard(run_name: str | None, limit: int, db: str | None, results: Path) -> None:
     """Show the best candidates of RUN (default: the latest run)."""
+    from evolve.launch import open_store
     from evolve.ui.tables import leaderboard as board
 
-    with _store(db, results) as store:
+    with open_store(db, results) as store:
         record = store.get_run(run_name) if run_name else store.latest_run()
         if record is None:
             errors.print(f"[red]error:[/red] no run {run_name or ''} in the store")
@@ -262,9 +130,10 @@ def leaderboard(run_name: str | None, limit: int, db: str | None, results: Path)
 @results_option
 def show(candidate_id: int, db: str | None, results: Path) -> None:
     """Show a candidate: code, metrics, counters, feedback and lineage to the seed."""
+    from evolve.launch import open_store
     from evolve.ui.tables import candidate_view
 
-    with _store(db, results) as store:
+    with open_store(db, results) as store:
         candidate = store.candidate(candidate_id)
         if candidate is None:
             errors.print(f"[red]error:[/red] no candidate #{candidate_id} in the store")
@@ -274,7 +143,7 @@ def show(candidate_id: int, db: str | None, results: Path) -> None:
 
 @main.group()
 def sandbox() -> None:
-    """Build and check the Docker sandbox image."""
+    """Build and check the Docker sandbox image, and the process sandbox's isolation."""
 
 
 @sandbox.command()

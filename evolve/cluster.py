@@ -1,32 +1,60 @@
-"""Starting or joining Ray without letting its start-up chatter reach the user's terminal."""
+"""Starting or joining Ray without letting its start-up chatter reach the user's terminal,
+or the user's secrets reach Ray's processes."""
 
 from __future__ import annotations
 
 import logging
 import os
 import socket
+import subprocess
+from collections.abc import Iterable
 
 import ray
 
+from evolve import guardian, orphans
+from evolve.processes import child_named, session_dir
+from evolve.secrets import secret_names, withheld
+
 REACH_TIMEOUT_S = 5.0
+AUDIT_TIMEOUT_S = 30.0
+
+log = logging.getLogger("evolve.cluster")
+
+# The local instance this process started: its session directory, by which its processes
+# are found, and the guardian that cleans up after it should this process die first (held
+# only so that its handle lives as long as this process does).
+_session: str | None = None
+_guardian: subprocess.Popen[bytes] | None = None
 
 
-def connect(address: str | None) -> bool:
+def connect(address: str | None, withhold: Iterable[str] = ()) -> bool:
     """Join `address`, or start a private local instance; True if we started it (and so
-    must shut it down). An instance already running in this process is reused."""
+    must shut it down). An instance already running in this process is reused.
+
+    A local instance starts with the secrets (and `withhold`, the task's key variables)
+    out of its environment: see evolve/secrets.py. A joined cluster's processes were
+    started elsewhere, so they are only checked, and a warning names what they hold."""
+    global _session, _guardian
     if ray.is_initialized():
         return False
     if address and address != "auto":
         _check_reachable(address)
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-    ray.init(
-        address=address or "local",  # never a stale cluster that `ray start` left behind
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level=logging.ERROR,
-        configure_logging=True,
-    )
+    with withheld(withhold):
+        ray.init(
+            address=address or "local",  # never a stale cluster that `ray start` left behind
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.ERROR,
+            configure_logging=True,
+        )
+        raylet = None if address else child_named("raylet")
+        _session = session_dir(raylet) if raylet is not None else None
+        if _session is not None:
+            _guardian = guardian.start(_session)
+    if address:
+        _audit_secrets()
     return True
 
 
@@ -40,9 +68,44 @@ def _check_reachable(address: str) -> None:
         raise ConnectionError(f"nothing answers at {address} ({exc})") from None
 
 
+@ray.remote(num_cpus=0)
+def _secrets_here() -> tuple[str, list[str]]:
+    return socket.gethostname(), secret_names(os.environ)
+
+
+def _audit_secrets() -> None:
+    """Warn, by name only, of secrets in the environment of a joined cluster's workers,
+    which `ray start` gave them and every evaluation worker inherits."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    probes = [
+        _secrets_here.options(  # type: ignore[attr-defined]
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+        ).remote()
+        for node in ray.nodes()
+        if node["Alive"]
+    ]
+    done, _ = ray.wait(probes, num_returns=len(probes), timeout=AUDIT_TIMEOUT_S)
+    for host, names in ray.get(done):
+        if names:
+            log.warning(
+                "the Ray workers on %s hold %s in their environment, where a candidate that "
+                "escapes its sandbox can read them: restart Ray there (`ray start`) from a "
+                "shell without them; evolve sends model keys to its proposal tasks itself",
+                host,
+                ", ".join(names),
+            )
+
+
 def cpu_count() -> int:
     return int(ray.cluster_resources().get("CPU", 1))
 
 
 def shutdown() -> None:
+    """Disconnect; for a local instance, also kill what Ray leaves running (workers not yet
+    gone, a busy worker's sandbox container): see evolve/orphans.py."""
+    global _session
     ray.shutdown()
+    if _session is not None:
+        orphans.clean_up(_session)
+        _session = None

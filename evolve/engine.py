@@ -8,6 +8,7 @@ Everything the loop knows can be rebuilt from the store, which is what makes
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections import OrderedDict, deque
@@ -24,14 +25,18 @@ from evolve.events import Event, Observer, Snapshot
 from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Parent
 from evolve.mutators.agent_tools import AgentServices
 from evolve.mutators.factory import make_mutator
-from evolve.mutators.llm import model_config
-from evolve.results import ERROR, UNAVAILABLE, EvalResult
+from evolve.mutators.llm import key_names, model_config
+from evolve.results import ERROR, TIMEOUT, UNAVAILABLE, EvalResult
 from evolve.runs import write_best
 from evolve.scoring import score
 from evolve.search import Islands
 from evolve.search.bandit import ArmStats, CostAwareBandit, arm_name, improvement_reward, split_arm
+from evolve.secrets import Keys
 from evolve.store import CandidateRecord, RunRecord, Store
 from evolve.taskfile import LoadedTask
+from evolve.watchdog import Watchdog, evaluation_deadline
+
+log = logging.getLogger("evolve.engine")
 
 MAX_ATTEMPTS = 3  # evaluations lost to a dead worker are retried this often, then recorded
 MAX_FRUITLESS = 200  # proposals in a row that were duplicates or failures before giving up
@@ -109,6 +114,9 @@ class Engine:
         self.evals: dict[ray.ObjectRef, tuple[Job, ray.actor.ActorHandle]] = {}
         self.mutations: dict[ray.ObjectRef, MutationJob] = {}
         self.idle: list[ray.actor.ActorHandle] = []
+        deadline_s = evaluation_deadline(evaluator, self.spec.sandbox.limits())
+        self.watchdog: Watchdog[ray.ObjectRef] = Watchdog(deadline_s)
+        self.keys = Keys.read(key_names(self.spec.llm))  # for model proposals only
         services = self._agent_services(store) if self._has("agent") else None
         self.reader = services.reader if services else None
         self.mutators = {
@@ -198,12 +206,14 @@ class Engine:
         self.idle = actors
 
     def _replace_worker(self, dead: ray.actor.ActorHandle) -> None:
+        """Kill first: a worker that hangs still holds its CPU, which its successor needs."""
+        log.warning("replacing a lost or overdue evaluation worker")
+        ray.kill(dead, no_restart=True)
         actor = workers.EvaluationWorker.remote(self.evaluator, self.spec.sandbox, "worker-r")
         error = ray.get(actor.prepare.remote(self.task.seed))
         if error:
             raise RuntimeError(f"a replacement worker failed its set-up: {error}")
         self.idle.append(actor)
-        ray.kill(dead, no_restart=True)
 
     @staticmethod
     def _stop_workers(idle: list[ray.actor.ActorHandle], busy: list[ray.actor.ActorHandle]) -> None:
@@ -261,6 +271,8 @@ class Engine:
                     self._finish_evaluation(ref)
                 else:
                     self._finish_mutation(ref)
+            for ref in self.watchdog.overdue():
+                self._time_out(ref)
             self._flush_wall()
             self._tick()
 
@@ -299,6 +311,7 @@ class Engine:
             actor = self.idle.pop()
             ref = actor.evaluate.remote(job.candidate.program, job.input_seed)
             self.evals[ref] = (job, actor)
+            self.watchdog.watch(ref)
         # Keep enough proposals coming that no evaluation slot waits for one; model calls
         # are slow, so they get slots of their own on top.
         while (
@@ -343,7 +356,8 @@ class Engine:
             self._as_parent(parent), tuple(others), self.rng.getrandbits(63), model
         )
         self.proposals += 1
-        ref = workers.propose.remote(self.mutators[name][0], request)
+        keys = self.keys if name in LLM_OPERATORS else Keys()
+        ref = workers.propose.remote(self.mutators[name][0], request, keys)
         self.mutations[ref] = MutationJob(island, parent, name, arm)
         return True
 
@@ -376,7 +390,7 @@ class Engine:
         self.to_finish.rotate(-1)
         self.finishes += 1
         request = MutationRequest(self._as_parent(parent), (), self.rng.getrandbits(63))
-        ref = workers.propose.remote(self.finisher, request)
+        ref = workers.propose.remote(self.finisher, request, Keys())
         self.mutations[ref] = MutationJob(parent.island, parent, FINISHER)
         return True
 
@@ -387,6 +401,8 @@ class Engine:
         except RayError as exc:
             proposal = workers.MutationFailed(f"mutation task lost: {exc}")
         if isinstance(proposal, workers.MutationFailed):
+            if proposal.trace:
+                log.error("%s crashed on #%d:\n%s", job.mutator, job.parent.id, proposal.trace)
             self._record_calls(proposal.calls, job)
             self.fruitless += 1
             self._emit(
@@ -431,6 +447,7 @@ class Engine:
 
     def _finish_evaluation(self, ref: ray.ObjectRef) -> None:
         job, actor = self.evals.pop(ref)
+        self.watchdog.forget(ref)
         try:
             finished: workers.Finished = ray.get(ref)
         except RayActorError as exc:
@@ -446,7 +463,25 @@ class Engine:
             finished = workers.Finished(lost, now, now, "lost")
         else:
             self.idle.append(actor)
+        self._record_result(job, finished)
+
+    def _time_out(self, ref: ray.ObjectRef) -> None:
+        """A worker past the deadline is lost, stopped or stuck: kill and replace it, and
+        record its candidate as timed out (not retried: it would hang the next worker too)."""
+        job, actor = self.evals.pop(ref)
+        self.watchdog.forget(ref)
+        self._emit(Event("warning", f"#{job.candidate.id}: evaluation past its deadline"))
+        self._replace_worker(actor)
+        now = time.time()
+        result = EvalResult(TIMEOUT, feedback=self.watchdog.feedback())
+        self._record_result(
+            job, workers.Finished(result, now - self.watchdog.deadline_s, now, "killed")
+        )
+
+    def _record_result(self, job: Job, finished: workers.Finished) -> None:
         result = finished.result
+        if result.status == ERROR:  # the evaluator's fault, or the worker's: its traceback
+            log.error("#%d on %s: %s", job.candidate.id, finished.worker, result.feedback)
         if result.status == UNAVAILABLE:
             self._sandbox_down(job, result.feedback)
             return
@@ -563,6 +598,8 @@ class Engine:
             self.flushed = now
 
     def _emit(self, event: Event) -> None:
+        level = logging.WARNING if event.kind in ("warning", "failure") else logging.INFO
+        log.log(level, "%s: %s", event.kind, event.text)
         if self.observer is not None:
             self.observer.event(event)
 

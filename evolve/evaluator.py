@@ -39,6 +39,8 @@ class Evaluator(Protocol):
     # Optional: `draft(program, sandbox, *, seed) -> EvalResult` runs only the cheap stages
     # (build and check) for the agent's drafts, without `prepare`'s baselines. An evaluator
     # without it has its whole cascade run on each draft, which must then not need them.
+    # Optional: `worst_case_s(limits) -> float`, the longest one evaluation can take with
+    # every sandbox run at its limit; the driver's deadline for it (evolve/watchdog.py).
 
 
 def available_evaluators() -> dict[str, Any]:

@@ -18,6 +18,31 @@ _COMMENT = r"(?://|#|/\*|--|;)"
 START = re.compile(rf"^\s*{_COMMENT}\s*EVOLVE-BLOCK-START\b")
 END = re.compile(rf"^\s*{_COMMENT}\s*EVOLVE-BLOCK-END\b")
 
+# C, C++ and CUDA sources and headers: the files whose layout code_hash may ignore.
+C_LIKE = frozenset(
+    {".c", ".h", ".cc", ".cpp", ".cxx", ".c++", ".hh", ".hpp", ".hxx", ".h++", ".cu", ".cuh"}
+)
+# Where a C-like file's layout is visible to the program itself, so that the file is hashed
+# byte for byte: a raw string literal keeps its blank lines and trailing blanks; __LINE__,
+# __builtin_LINE and source_location see line numbers and `#line` sets them; token pasting
+# (`##`, or `%:%:` and `??=??=`, which spell `#` too) can build __LINE__ out of pieces that
+# are not it; #embed, __has_embed, .incbin and __FILE__ reach a source file's bytes, this
+# one's included.
+_LAYOUT_VISIBLE = re.compile(
+    r'(?<!\w)(?:u8|[uUL])?R"'
+    r"|##|%:|\?\?="
+    r"|#(?:\s|/\*(?:[^*]|\*(?!/))*\*/)*(?:line|embed)\b"  # a comment may sit after `#`
+    r"|__LINE__|__builtin_(?:LINE|COLUMN)|source_location"
+    r"|__has_embed|(?i:incbin)|__FILE|__BASE_FILE__"
+)
+# A backslash (or its trigraph `??/`) that only whitespace separates from the end of a line
+# splices that line to the next: GCC accepts spaces, tabs, form feeds and the like between.
+_SPLICE = ("\\", "??/")
+_SPLICES = re.compile(r"(?:\\|\?\?/)[^\S\n]*\n")
+# Whitespace that compilers do not agree on, or that ends a line by itself: a file holding
+# any is kept whole rather than reasoned about.
+_ODD_SPACE = re.compile(r"[\f\v\r]")
+
 
 class ProgramError(ValueError):
     """A program or an edit of it breaks the EVOLVE-BLOCK rules."""
@@ -78,14 +103,20 @@ class Program:
 
     @property
     def code_hash(self) -> str:
-        """Hash of the normalised text, so whitespace-only variants count as one program."""
+        """Hash of the files with only behaviour-free layout removed: the store evaluates a
+        program once per hash, so two programs that could behave differently must never
+        share one. See `layout_free` for what counts as layout. A run stored by an older
+        version keeps that version's hashes, so after an upgrade a program it already holds
+        may be evaluated once more; nothing else changes."""
+        # A macro shows its layout where it is used: a header that pastes __LINE__ together
+        # makes the line numbers of every file that uses it visible, so all stay exact.
+        exact = any(shows_layout(text) for text in self.files.values())
         digest = hashlib.sha256()
         for path in sorted(self.files):
-            digest.update(path.encode() + b"\0")
-            for line in self.files[path].splitlines():
-                normal = " ".join(line.split())
-                if normal:
-                    digest.update(normal.encode() + b"\n")
+            text = self.files[path]
+            for part in (path, text if exact else layout_free(path, text)):
+                data = part.encode()
+                digest.update(len(data).to_bytes(8, "big") + data)
         return digest.hexdigest()
 
     def replace(self, files: Mapping[str, str]) -> Program:
@@ -107,3 +138,40 @@ class Program:
 
     def as_bytes(self) -> dict[str, bytes]:
         return {path: text.encode() for path, text in self.files.items()}
+
+
+def layout_free(path: str, text: str) -> str:
+    """The text less what cannot change what the program does, as far as its language says.
+
+    Only C-like files (C_LIKE) lose anything: spaces and tabs at line ends, and blank lines.
+    Outside a raw string literal neither can reach a C program's behaviour, except through
+    line numbers or through reading source bytes, so a file that may do either (see
+    `shows_layout`) is kept whole, and so is any line spliced onto the line before it by a
+    backslash that only whitespace follows. A file holding a form feed, vertical tab or
+    carriage return is kept whole too: compilers differ on where such a line ends. (A macro
+    from outside the program can still print a line number; that reaches diagnostics only.)
+    Everything else, Python included, is hashed exactly: indentation is syntax there,
+    blank lines and trailing spaces may sit inside a triple-quoted string, and a space
+    after a line-ending backslash is a syntax error; a file type we do not know gets the
+    same caution.
+    """
+    if Path(path).suffix.lower() not in C_LIKE or _ODD_SPACE.search(text) or shows_layout(text):
+        return text
+    kept: list[str] = []
+    spliced = False
+    for line in text.split("\n"):
+        body = line.rstrip(" \t")
+        splices = line.rstrip().endswith(_SPLICE)
+        if spliced or splices:
+            kept.append(line)  # exact: what follows the backslash decides if it splices
+        elif body:
+            kept.append(body)
+        spliced = splices
+    return "\n".join(kept)
+
+
+def shows_layout(text: str) -> bool:
+    """Whether the text, read as C, may see its own layout (_LAYOUT_VISIBLE); looked for in
+    the text with its line splices removed too, since a splice may cut any of those words."""
+    joined = _SPLICES.sub("", text)
+    return bool(_LAYOUT_VISIBLE.search(text) or _LAYOUT_VISIBLE.search(joined))

@@ -38,22 +38,34 @@ class RunResult:
     timed_out: bool = False
     output_truncated: bool = False
     files: dict[str, bytes] = field(default_factory=dict)  # the `collect`ed outputs that exist
+    # Processes still alive when the job's own process exited, "PID (name)": since killed.
+    # A job must wait for what it starts; one that does not fails, whatever its exit code,
+    # because what it left could have gone on writing its outputs or loading the machine.
+    left_behind: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
+        return self.exit_code == 0 and not self.timed_out and not self.left_behind
 
     def describe(self) -> str:
         """One line for feedback text: how the process ended."""
         if self.timed_out:
             return f"timed out after {self.wall_s:.1f}s and was killed"
         if self.signal is not None:
-            return f"killed by signal {self.signal}"
-        return f"exited with code {self.exit_code}"
+            how = f"killed by signal {self.signal}"
+        else:
+            how = f"exited with code {self.exit_code}"
+        if self.left_behind:
+            how += f" and left processes behind, since killed: {', '.join(self.left_behind)}"
+        return how
 
 
 class Sandbox(Protocol):
     name: str
+    # Whether /tmp and /dev/shm are the job's own and start empty: then a file there is the
+    # job's doing, and a measurement may treat it as a cache planted between calls.
+    private_scratch: bool
+    python: str  # a Python 3 that a job can run, for trusted helpers shipped with it
 
     def run(
         self,

@@ -4,14 +4,19 @@ TaskSpec says what is valid; this module says *where* something is invalid, by m
 each pydantic error location back onto the YAML node it came from. It also checks what
 the schema cannot see: files on disk, installed plugins, evaluator params, knob syntax.
 All problems found at one stage are reported together, so one edit can fix them all.
+
+A task file may come from anyone, so loading it is bounded: the file is refused unread
+when over the size cap, its YAML within limits (taskyaml.py), and every file it names is
+read through taskpaths.py, which keeps it inside the task folder and fingerprints it.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import inspect
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
@@ -27,6 +32,17 @@ from evolve.mutators import LLM_OPERATORS, MUTATORS
 from evolve.mutators.llm import model_config
 from evolve.program import Program, ProgramError
 from evolve.task import TaskSpec
+from evolve.taskpaths import (
+    TaskPathError,
+    check_size,
+    confine,
+    max_task_bytes,
+    read_bounded,
+    read_task_file,
+    recording,
+)
+from evolve.taskyaml import YAMLLimitError
+from evolve.taskyaml import load as load_yaml
 
 Loc = Sequence[str | int]
 
@@ -67,18 +83,40 @@ class LoadedTask:
     text: str  # the file as written, stored with the run for --resume
     seed: Program  # keys are the seed paths as written in the task
     notes: str
+    files: Mapping[str, str]  # every file the task names, by path in its folder: sha256
+
+    @property
+    def digest(self) -> str:
+        """The task's fingerprint: sha256 over its text and every file it names."""
+        named = [f"{digest}  {name}" for name, digest in sorted(self.files.items())]
+        lines = [f"{hashlib.sha256(self.text.encode()).hexdigest()}  (task)", *named]
+        return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def load_task(path: Path) -> LoadedTask:
+    """The task at `path`, read only if within the size cap (taskpaths.max_task_bytes)."""
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_bounded(path, max_task_bytes())
+    except OSError as exc:
         raise TaskFileError(path, [Problem(None, "", f"cannot read it: {_reason(exc)}")]) from None
+    except ValueError as exc:
+        raise TaskFileError(path, [Problem(None, "", f"refused: {exc}")]) from None
     return parse_task(text, path)
 
 
+def changed_files(task: LoadedTask, recorded: Mapping[str, str]) -> list[str]:
+    """The files the task names that differ from the fingerprints `recorded` when its run
+    began: added, removed or edited since."""
+    return sorted(n for n in {*task.files, *recorded} if task.files.get(n) != recorded.get(n))
+
+
 def parse_task(text: str, path: Path) -> LoadedTask:
-    """Load from stored text; `path` only names the file in errors and anchors relative paths."""
+    """Load from stored text; `path` only names the file in errors and anchors relative paths.
+    The size cap holds here too, for text stored by a run from before there was one."""
+    try:
+        check_size(len(text.encode()), max_task_bytes())
+    except ValueError as exc:
+        raise TaskFileError(path, [Problem(None, "", f"refused: {exc}")]) from None
     tree, data = _parse_yaml(text, path)
     try:
         spec = TaskSpec.model_validate(data)
@@ -86,15 +124,16 @@ def parse_task(text: str, path: Path) -> LoadedTask:
         raise TaskFileError(path, list(_schema_problems(exc, tree, (), TaskSpec))) from None
     absolute = path.resolve()
     check = _Checks(spec, absolute.parent, tree)
-    seed = check.seed()
-    notes = check.notes()
-    check.evaluator()
-    check.mutators()
-    check.llm()
-    check.objectives()
+    with recording() as files:
+        seed = check.seed()
+        notes = check.notes()
+        check.evaluator()
+        check.mutators()
+        check.llm()
+        check.objectives()
     if check.problems or seed is None:
         raise TaskFileError(path, check.problems)
-    return LoadedTask(spec, absolute, absolute.parent, text, seed, notes)
+    return LoadedTask(spec, absolute, absolute.parent, text, seed, notes, files)
 
 
 def make_evaluator(task: LoadedTask) -> Evaluator:
@@ -153,6 +192,8 @@ class _Checks:
             self.made = cls(spec.params, self.root)
         except ValidationError as exc:
             self.problems += _schema_problems(exc, self.tree, ("evaluator", "params"), None)
+        except TaskPathError as exc:
+            self.fail(("evaluator", "params", exc.param), exc.message)
         except (ValueError, OSError) as exc:
             self.fail(("evaluator", "params"), str(exc))
 
@@ -176,6 +217,8 @@ class _Checks:
         llm = self.spec.llm
         if llm is None:
             return
+        if llm.templates is not None:
+            self._templates(llm.templates)
         for i, spec in enumerate(llm.models):
             try:
                 config = model_config(spec)
@@ -202,34 +245,40 @@ class _Checks:
             if problem:
                 self.fail(("objectives", i, "name"), problem)
 
+    def _templates(self, folder: str) -> None:
+        """The prompt templates the task overrides: each one read now, so that one leading
+        out of the folder is refused and an edit to one shows in the task's fingerprint."""
+        loc = ("llm", "templates")
+        try:
+            found = confine(self.root, folder, "templates")
+        except TaskPathError as exc:
+            self.fail(loc, exc.message)
+            return
+        if not found.is_dir():
+            self.fail(loc, f"{folder!r} is not a folder (looked for {found})")
+            return
+        for template in sorted(found.glob("*.txt")):
+            self._read((Path(folder) / template.name).as_posix(), loc)
+
     def _read(self, entry: str, loc: Loc) -> str | None:
         """A file named in the task; confined to the task folder so a task is self-contained."""
-        if Path(entry).is_absolute():
-            self.fail(loc, f"{entry!r} is absolute; give it relative to the task file's folder")
-            return None
-        target = (self.root / entry).resolve()
-        if not target.is_relative_to(self.root.resolve()):
-            self.fail(loc, f"{entry!r} lies outside the task folder {self.root}")
-            return None
         try:
-            return target.read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            self.fail(loc, f"cannot read {entry!r} (looked for {target}): {_reason(exc)}")
+            return read_task_file(self.root, entry, _field(loc))
+        except TaskPathError as exc:
+            self.fail(loc, exc.message)
             return None
 
 
 def _parse_yaml(text: str, path: Path) -> tuple[MappingNode, Any]:
     """The data and its node tree, whose marks give lines; one parse yields both."""
-    loader = yaml.SafeLoader(text)
     try:
-        tree = loader.get_single_node()
-        data = loader.construct_document(tree) if tree is not None else None
+        tree, data = load_yaml(text)
+    except YAMLLimitError as exc:
+        raise TaskFileError(path, [Problem(exc.line, _field(exc.loc), exc.message)]) from None
     except yaml.MarkedYAMLError as exc:
         raise TaskFileError(path, [_syntax_problem(exc)]) from None
     except yaml.YAMLError as exc:
         raise TaskFileError(path, [Problem(None, "", f"invalid YAML: {exc}")]) from None
-    finally:
-        loader.dispose()
     if tree is None:
         required = ", ".join(n for n, f in TaskSpec.model_fields.items() if f.is_required())
         message = f"the file is empty; a task needs {required}"
@@ -353,5 +402,5 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _reason(exc: OSError | UnicodeDecodeError) -> str:
-    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)

@@ -23,6 +23,7 @@ from evolve.mutators.base import MutationError, MutationRequest, Mutator, Propos
 from evolve.program import Program
 from evolve.results import ERROR, UNAVAILABLE, EvalResult
 from evolve.sandbox import Sandbox
+from evolve.secrets import Keys
 from evolve.task import SandboxSpec
 
 
@@ -38,6 +39,7 @@ class Finished:
 class MutationFailed:
     reason: str
     calls: tuple[Any, ...] = ()  # model calls made on the way: paid for, so recorded
+    trace: str = ""  # the traceback, when the mutator crashed rather than declined
 
 
 @ray.remote(num_cpus=1)
@@ -120,10 +122,13 @@ def start_store_reader(url: str, run_name: str) -> ray.actor.ActorHandle:
 
 
 @ray.remote(num_cpus=0)
-def propose(mutator: Mutator, request: MutationRequest) -> Proposal | MutationFailed:
+def propose(mutator: Mutator, request: MutationRequest, keys: Keys) -> Proposal | MutationFailed:
+    """`keys` are the model keys, sent with each proposal rather than found in the worker's
+    environment (which holds none): see evolve/secrets.py."""
     try:
-        return mutator.propose(request)
+        with keys.lent():
+            return mutator.propose(request)
     except MutationError as exc:
         return MutationFailed(str(exc), exc.calls)
     except Exception as exc:
-        return MutationFailed(f"{type(exc).__name__}: {exc}")
+        return MutationFailed(f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 from evolve.sandbox import Sandbox
 from sandboxes.docker import DockerSandbox, SandboxUnavailable, docker_available
 from sandboxes.process import ProcessSandbox
@@ -16,16 +14,14 @@ __all__ = [
     "open_sandbox",
 ]
 
-log = logging.getLogger("evolve.sandbox")
-
 BACKENDS = ("docker", "process")
 
 
 def open_sandbox(backend: str, *, image: str | None = None, gpus: bool = False) -> Sandbox:
-    """The sandbox named `backend`; the unisolated process fallback always announces itself.
+    """The sandbox named `backend`; a process sandbox that cannot isolate announces itself.
 
     Raises SandboxUnavailable, naming the fix, when Docker is asked for but cannot work here.
-    `image` and `gpus` apply to Docker: the process sandbox sees the host's GPUs anyway.
+    `image` and `gpus` apply to Docker: the process sandbox passes the host's GPUs through.
     """
     if backend == "docker":
         ok, why = docker_available()
@@ -33,9 +29,5 @@ def open_sandbox(backend: str, *, image: str | None = None, gpus: bool = False) 
             raise SandboxUnavailable(why)
         return DockerSandbox(image, gpus=gpus)
     if backend == "process":
-        log.warning(
-            "the process sandbox does not isolate candidates from the host: they run as this "
-            "user with network and filesystem access, bounded only by rlimits and a timeout"
-        )
         return ProcessSandbox()
     raise ValueError(f"unknown sandbox backend {backend!r} (known: {', '.join(BACKENDS)})")

@@ -13,7 +13,9 @@ uid 1000, so a job's `kill -9 -1` cannot stop the container, and after each job 
 kills every other uid-1000 process and empties every dir that uid can write. That kill can
 take the server too: the job fails, and the next job gets a fresh server in the same
 container, unless a process of the job outlived the server (it could tamper with a new one
-as it starts), in which case the container is replaced.
+as it starts), in which case the container is replaced. A server whose own limits, nice
+value, affinity or scheduling a job changed (same uid: prlimit and friends reach it) exits
+rather than pass them on, with the same outcome.
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ class DockerSandbox:
     """
 
     name = "docker"
+    private_scratch = True
+    python = "python3"  # the image's
 
     def __init__(
         self,
@@ -402,12 +406,11 @@ def _failure(wall_s: float, why: str, *, timed_out: bool = False) -> RunResult:
 
 
 def _alive(pid: int) -> bool:
+    """Whether `pid` runs; a zombie (dead, its parent yet to reap it) does not."""
     if pid <= 0:
         return False
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_bytes().decode(errors="replace")
+    except FileNotFoundError:
         return False
-    except PermissionError:
-        pass  # alive, under another user
-    return True
+    return stat.rpartition(") ")[2][:1] not in ("Z", "X")

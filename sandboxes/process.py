@@ -1,21 +1,44 @@
-"""Run candidate code as a plain child process with rlimits: the fallback where Docker is absent.
+"""Run candidate code as a child process of this host, in namespaces of its own where
+bubblewrap works (see sandboxes/isolation.py): the backend for hosts without Docker and for
+GPUs that a container cannot reach.
 
-It bounds time, memory, processes, file size and output, and hides the host's environment,
-but it does not isolate the network or the filesystem: the candidate runs as this user.
+Isolated, a job sees no host process, no network, no host /tmp or /dev/shm and no home
+folder, writes only its work dir, and dies with everything it started. Without bubblewrap
+it is bounded only by rlimits and a timeout, and every run says so.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from evolve.sandbox import Limits, RunResult
-from sandboxes.supervise import checked_path, read_back, supervise, write_files
+from sandboxes import namespace_init
+from sandboxes.isolation import Isolation, detect
+from sandboxes.supervise import Outcome, checked_path, read_back, supervise, write_files
+
+log = logging.getLogger("evolve.sandbox")
+
+INIT = Path(namespace_init.__file__).read_text()
+REPORT_BYTES = 64 * 1024  # a pipe's buffer: the init's report is written before it exits
 
 
 class ProcessSandbox:
     name = "process"
+
+    def __init__(self, isolation: Isolation | None = None) -> None:
+        self.isolation = detect() if isolation is None else isolation
+        self.private_scratch = self.isolation.tool is not None
+        self.python = self.isolation.python
+        if self.isolation.tool is None:
+            log.warning("process sandbox: %s", self.isolation.detail)
 
     def run(
         self,
@@ -25,14 +48,81 @@ class ProcessSandbox:
         limits: Limits,
         collect: Sequence[str] = (),
     ) -> RunResult:
-        with tempfile.TemporaryDirectory(prefix="evolve-run-", ignore_cleanup_errors=True) as tmp:
-            workdir = Path(tmp)
+        for name in (*files, *collect):
+            checked_path(name)
+        workdir = Path(tempfile.mkdtemp(prefix="evolve-run-"))
+        try:
             write_files(workdir, files)
-            for name in collect:
-                checked_path(name)
-            outcome = supervise(argv, workdir, limits)
+            if self.isolation.tool is None:
+                outcome = supervise(argv, workdir, limits)
+            else:
+                outcome = self._contained(argv, workdir, limits)
             collected = read_back(workdir, collect, limits.max_file_bytes)
+        finally:
+            remove_tree(workdir)
         return RunResult(**outcome._asdict(), files=collected)
+
+    def _contained(self, argv: Sequence[str], workdir: Path, limits: Limits) -> Outcome:
+        """argv under bwrap, with sandboxes/namespace_init.py as the init of its PID namespace;
+        how argv itself ended comes from the init's report: bwrap only reports the init."""
+        user = self.isolation.user
+        if user is not None:
+            _give(workdir, user)
+        read_end, write_end = os.pipe()
+        try:
+            init = [self.isolation.python, "-I", "-S", "-c", INIT, str(write_end), "--"]
+            outcome = supervise(
+                [*self.isolation.wrap(workdir, limits), *init, *argv],
+                workdir,
+                limits,
+                pass_fds=(write_end,),
+                as_user=user,
+            )
+            os.close(write_end)
+            write_end = -1
+            with open(read_end, "rb", closefd=False) as pipe:
+                raw = pipe.read(REPORT_BYTES)
+        finally:
+            os.close(read_end)
+            if write_end >= 0:
+                os.close(write_end)
+        try:
+            report = json.loads(raw)
+        except ValueError:  # none: the init was killed with the job (a timeout, say)
+            return outcome
+        if "errno" in report:  # argv could not start, as a plain exec would raise it
+            raise OSError(report["errno"], report["error"])
+        return outcome._replace(
+            exit_code=report["exit_code"],
+            signal=report["signal"],
+            timed_out=outcome.timed_out or report["signal"] == signal.SIGXCPU,
+            left_behind=[*outcome.left_behind, *report["left_behind"]],
+        )
 
     def close(self) -> None:
         """Nothing persists between runs, so there is nothing to release."""
+
+
+def _give(workdir: Path, user: int) -> None:
+    """Hand the work dir and its files to the uid the job runs as."""
+    for folder, _, names in os.walk(workdir):
+        os.chown(folder, user, user)
+        for name in names:
+            os.chown(os.path.join(folder, name), user, user, follow_symlinks=False)
+
+
+def remove_tree(root: Path) -> None:
+    """Remove a work dir whatever the job made of it: dirs it locked (mode 000), symlinks out
+    of it (never followed), and trees too deep for a recursive walk in Python, with
+    coreutils, which walks them iteratively."""
+    try:
+        shutil.rmtree(root)
+        return
+    except (OSError, RecursionError):
+        pass
+    subprocess.run(["chmod", "-R", "u+rwx", "--", str(root)], capture_output=True, check=False)
+    done = subprocess.run(["rm", "-rf", "--", str(root)], capture_output=True, check=False)
+    if done.returncode != 0:
+        log.error(
+            "could not remove the work dir %s: %s", root, done.stderr.decode(errors="replace")
+        )

@@ -27,7 +27,9 @@ C = 1.0  # @knob float 0.1..20
 """
 
 
-# Set before Ray starts, so every worker process holds it, as a user's API key would be.
+# Set before Ray starts, so every worker process holds it. Its name is not a secret's
+# (evolve/secrets.py withholds those from Ray), so it tests the sandbox's own wall: no host
+# variable at all reaches a candidate.
 CANARY_SECRET = "hunter2-evolve-canary-7f3a"
 
 
@@ -43,7 +45,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[None]:
-    os.environ["EVOLVE_CANARY_SECRET"] = CANARY_SECRET
+    os.environ["EVOLVE_CANARY_VALUE"] = CANARY_SECRET
     started = cluster.connect(None)
     yield
     if started:

@@ -90,7 +90,7 @@ def attacks(port: int, host_file: Path) -> dict[str, tuple[str, str]]:
             "",
         ),
         "env_secret": (
-            f"""const char *secret = getenv("EVOLVE_CANARY_SECRET");
+            f"""const char *secret = getenv("EVOLVE_CANARY_VALUE");
   if (!secret) {{ errno = ENOENT; {blocked("env")} }}
   fprintf(stderr, "secret=%s", secret);""",
             "",
@@ -441,7 +441,8 @@ GAINS_NOTHING = ("input_keyed_cache",)
 # kernel is stopped, unless the scheduler ran the thread to its end before the call
 # returned (one CPU, a short kernel), in which case it gained nothing.
 EITHER = {"background_finish": ("measure_failed", "wrong output")}
-SHM_CAUGHT_IN_DOCKER = ("measure_failed", "/dev/shm/evolve-cache-")
+# Both backends give each job a /dev/shm of its own, which the timer watches.
+CAUGHT["shm_cache"] = ("measure_failed", "/dev/shm/evolve-cache-")
 
 CHEAT_TASK = """name: cheats
 seed: seed.c
@@ -464,12 +465,9 @@ def test_measurement_attacks_are_caught_and_never_crowned(tmp_path: Path, backen
         ("honest", Program({"seed.c": PRELUDE + HONEST})),
         *((name, kernel(*code)) for name, code in cases.items()),
     ]
-    try:
-        task_text = CHEAT_TASK.replace("BACKEND", backend)
-        outcome, store, ids = run_candidates(tmp_path, task_text, programs, "cheats")
-    finally:  # the process backend shares the host's /dev/shm
-        for planted in Path("/dev/shm").glob("evolve-cache-*"):
-            planted.unlink(missing_ok=True)
+    task_text = CHEAT_TASK.replace("BACKEND", backend)
+    outcome, store, ids = run_candidates(tmp_path, task_text, programs, "cheats")
+    assert not list(Path("/dev/shm").glob("evolve-cache-*"))  # nothing reached the host's
 
     def latest(name: str) -> tuple[str, str, dict[str, float]]:
         record = store.candidate(ids[name])
@@ -480,14 +478,11 @@ def test_measurement_attacks_are_caught_and_never_crowned(tmp_path: Path, backen
     assert outcome.best is not None and outcome.best.id == ids["honest"], latest("honest")
     honest_speedup = latest("honest")[2]["speedup"]
     assert honest_speedup > 1.5
-    expected = dict(CAUGHT)
-    if backend == "docker":
-        expected["shm_cache"] = SHM_CAUGHT_IN_DOCKER
-    for name, (status, words) in expected.items():
+    for name, (status, words) in CAUGHT.items():
         got, feedback, _ = latest(name)
         assert got == status and words in feedback, (name, got, feedback)
         assert "meddled" not in feedback, (name, feedback)
-    for name in (*GAINS_NOTHING, *(() if backend == "docker" else ("shm_cache",))):
+    for name in GAINS_NOTHING:
         got, feedback, metrics = latest(name)
         assert got == "ok", (name, feedback)
         assert metrics["speedup"] < 0.8 * honest_speedup, (name, metrics)

@@ -132,6 +132,8 @@ def test_sandbox_build_is_cached_and_check_reports_what_works(tmp_path: Path) ->
         "trivial job: exited with code 0",
         "perf counters:",
         "gpu:",
+        "ok   process isolation: bubblewrap",
+        "ok   process job: exited with code 0",
     ):
         assert finding in check.stdout
 
@@ -168,17 +170,47 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path: Path) -> None:
         assert store.count_candidates("int") == 30 and not store.pending_candidates("int")
 
 
-def test_without_docker_the_run_falls_back_to_the_process_sandbox_loudly(tmp_path: Path) -> None:
+def run_without(tmp_path: Path, task: Path, *flags: str, bwrap_fails: bool = False):
+    """`evolve run` on a host with no Docker engine, and optionally a bubblewrap that cannot
+    make namespaces (as inside many containers)."""
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
+    if bwrap_fails:
+        fake = tmp_path / "bin"
+        fake.mkdir(exist_ok=True)
+        (fake / "bwrap").write_text(
+            "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+        )
+        (fake / "bwrap").chmod(0o755)
+        env["PATH"] = f"{fake}:{env['PATH']}"
+    return subprocess.run(
+        [*EVOLVE, "run", str(task), *flags], cwd=tmp_path, capture_output=True, text=True,
+        timeout=240, env=env,
+    )  # fmt: skip
+
+
+def test_without_docker_the_run_refuses_rather_than_fall_back(tmp_path: Path) -> None:
     task = write_synthetic_task(tmp_path / "task", candidates=5)
     task.write_text(task.read_text().replace("backend: process", "backend: docker"))
-    done = subprocess.run(
-        [*EVOLVE, "run", str(task)], cwd=tmp_path, capture_output=True, text=True, timeout=240,
-        env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "the docker sandbox cannot run here" in done.stderr
-    assert "falling back to the process sandbox" in done.stderr
-    assert "NOT isolated" in done.stderr
+    done = run_without(tmp_path, task)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "the docker sandbox cannot run here" in done.stderr
+    assert "--sandbox process" in done.stderr
+    assert not (tmp_path / "results" / "evolve.db").exists()
+    asked = run_without(tmp_path, task, "--sandbox", "process")
+    assert asked.returncode == 0, asked.stderr
+    assert "sandbox: process, isolated by bubblewrap" in asked.stdout
+
+
+def test_an_unisolated_process_sandbox_runs_only_where_the_task_asks(tmp_path: Path) -> None:
+    task = write_synthetic_task(tmp_path / "task", candidates=5)
+    flagged = task.parent / "flagged.yaml"
+    flagged.write_text(task.read_text().replace("backend: process", "backend: docker"))
+    refused = run_without(tmp_path, flagged, "--sandbox", "process", bwrap_fails=True)
+    assert refused.returncode == 2
+    assert "cannot isolate here" in refused.stderr and "NOT isolated" in refused.stderr
+    accepted = run_without(tmp_path, task, bwrap_fails=True)
+    assert accepted.returncode == 0, accepted.stderr
+    assert "NOT isolated" in accepted.stderr
 
 
 def test_an_unreachable_ray_cluster_fails_fast_and_leaves_no_run(tmp_path: Path) -> None:

@@ -154,6 +154,7 @@ class CountingSandbox(ProcessSandbox):
     """The process sandbox, counting its runs."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.runs = 0
 
     def run(

@@ -4,6 +4,7 @@ what a warm container adds (reuse, a clean slate per job, replacement when it di
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -200,7 +201,9 @@ def test_each_job_starts_from_a_clean_slate(sandbox: DockerSandbox) -> None:
         "echo x > /work/stash; echo x > /dev/shm/stash; chmod 000 /work; "
         "setsid sleep 1000 > /dev/null 2>&1 &"
     )
-    assert sandbox.run(["sh", "-c", litter], files={}, limits=Limits()).ok
+    littered = sandbox.run(["sh", "-c", litter], files={}, limits=Limits())
+    assert littered.exit_code == 0 and not littered.ok
+    assert littered.left_behind  # the setsid escapee (named sleep or setsid, as it stood)
     look = "ls -A /work /dev/shm .; pgrep -c -u sandbox -x sleep"
     result = sandbox.run(["sh", "-c", look], files={}, limits=Limits())
     listing = result.stdout.decode().split()
@@ -400,3 +403,85 @@ def test_open_sandbox_gives_docker() -> None:
     box = open_sandbox("docker")
     assert isinstance(box, DockerSandbox)
     box.close()
+
+
+# A job's own view of what it inherits from the server: limits, priorities, CPUs, scheduling.
+INHERITED = b"""
+import os, resource, subprocess
+print(len(os.sched_getaffinity(0)), sorted(os.sched_getaffinity(0)))
+print([resource.getrlimit(getattr(resource, n)) for n in dir(resource) if n[:7] == "RLIMIT_"])
+print(os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0), os.sched_getparam(0))
+print(subprocess.run(["ionice"], capture_output=True, check=True).stdout)
+"""
+
+
+def inherited(sandbox: DockerSandbox) -> bytes:
+    result = sandbox.run(["python3", "look.py"], files={"look.py": INHERITED}, limits=Limits())
+    assert result.ok, result.stderr
+    return result.stdout
+
+
+# Each reaches the server (every job's parent) from a job of its uid, which the kernel allows.
+TAMPERING = {
+    "RLIMIT_NOFILE": "resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (48, 48))",
+    "RLIMIT_DATA": "resource.prlimit(os.getppid(), resource.RLIMIT_DATA, (300 << 20, 300 << 20))",
+    "nice": "os.setpriority(os.PRIO_PROCESS, os.getppid(), 19)",
+    "CPU affinity": "os.sched_setaffinity(os.getppid(), {0})",
+    "scheduler": "os.sched_setscheduler(os.getppid(), os.SCHED_IDLE, os.sched_param(0))",
+    "io priority": "os.system(f'ionice -c 3 -p {os.getppid()}')",
+}
+
+
+@pytest.mark.parametrize("what", TAMPERING)
+def test_a_job_that_changes_what_its_server_passes_on_fails_and_the_next_gets_a_new_server(
+    sandbox: DockerSandbox, what: str
+) -> None:
+    """The job's later siblings would inherit the change, and a lowered hard limit cannot be
+    raised again: the server stops instead, and the job that did it is told why."""
+    before, server, container = inherited(sandbox), server_pid(sandbox), sandbox.container_id
+    if what == "CPU affinity" and before.startswith(b"1 "):
+        pytest.skip("the container sees one CPU: there is no affinity to narrow")
+    if what == "io priority" and platform.machine() not in ("x86_64", "aarch64"):
+        pytest.skip("the server reads its I/O priority on x86_64 and aarch64 only")
+    tamper = f"import os, resource; {TAMPERING[what]}"
+    result = sandbox.run(["python3", "-c", tamper], files={}, limits=Limits())
+    said = result.stderr.decode()
+    assert not result.ok and "changed the sandbox server's own" in said and what in said, said
+    assert inherited(sandbox) == before
+    assert server_pid(sandbox) != server and sandbox.container_id == container
+
+
+def test_after_a_server_was_tampered_with_an_innocent_job_gets_its_memory(
+    sandbox: DockerSandbox,
+) -> None:
+    """The reviewed attack: the job after it could not allocate 400 MB, nor open 48 files."""
+    tamper = "; ".join(TAMPERING[what] for what in ("RLIMIT_NOFILE", "RLIMIT_DATA", "nice"))
+    sandbox.run(["python3", "-c", f"import os, resource; {tamper}"], files={}, limits=Limits())
+    innocent = "x = bytearray(400 << 20); files = [open('/dev/null') for _ in range(100)]"
+    assert sandbox.run(["python3", "-c", innocent], files={}, limits=Limits()).ok
+
+
+PLANT_IPC = b"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+CREATE = 0o1000 | 0o600  # IPC_CREAT, readable by the uid only
+segment = libc.shmget(0x5EC, ctypes.c_size_t(4096), CREATE)
+address = libc.shmat(segment, None, 0)
+ctypes.memmove(address, b"secret", 6)
+libc.shmdt(ctypes.c_void_p(address))
+assert min(libc.semget(0x5EC, 1, CREATE), libc.msgget(0x5EC, CREATE)) >= 0
+assert libc.mq_open(b"/leak", os.O_CREAT | os.O_RDWR, 0o600, None) >= 0
+"""
+IPC_LISTING = "tail -qn +2 /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg; ls -A /dev/mqueue"
+
+
+def test_ipc_objects_a_job_leaves_are_gone_for_the_next(sandbox: DockerSandbox) -> None:
+    """SysV shared memory, semaphores and message queues and POSIX message queues outlive the
+    processes that made them, like files: the scrub removes them too."""
+    plant = f"python3 plant.py && {IPC_LISTING}"
+    planted = sandbox.run(["sh", "-c", plant], files={"plant.py": PLANT_IPC}, limits=Limits())
+    assert planted.ok, planted.stderr
+    assert len(planted.stdout.splitlines()) == 4 and planted.stdout.endswith(b"leak\n")
+    look = sandbox.run(["sh", "-c", IPC_LISTING], files={}, limits=Limits())
+    assert look.ok and look.stdout == b"", look.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -12,14 +13,36 @@ from pathlib import Path
 import pytest
 
 from evolve.sandbox import Limits
-from sandboxes import ProcessSandbox, open_sandbox
+from sandboxes import ProcessSandbox, namespace_init, open_sandbox
+from sandboxes.isolation import UNISOLATED, detect
 
 GENEROUS_S = 20.0  # "finished in reasonable time", never a timing assertion
 
 
-@pytest.fixture
-def sandbox() -> ProcessSandbox:
+@pytest.fixture(params=["isolated", "unisolated"])
+def sandbox(request: pytest.FixtureRequest) -> ProcessSandbox:
+    """Both modes: in namespaces (bubblewrap), and as plain processes when a task insists."""
+    if request.param == "unisolated":
+        return ProcessSandbox(UNISOLATED)
+    if detect().tool is None:
+        if os.environ.get("EVOLVE_REQUIRE_DOCKER"):  # CI installs bubblewrap too
+            pytest.fail(f"the process sandbox cannot isolate here: {detect().detail}")
+        pytest.skip(detect().detail)
     return ProcessSandbox()
+
+
+def host_pids(marker: str) -> list[int]:
+    """Host pids of live processes whose command line holds `marker`: a pid that a job
+    reports is its own namespace's, which means nothing out here."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != str(os.getpid()):
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return [pid for pid in found if alive(pid)]
 
 
 def alive(pid: int) -> bool:
@@ -29,13 +52,6 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state not in ("Z", "X")
-
-
-def wait_dead(pid: int, within_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not alive(pid)
 
 
 def test_exit_code_and_both_streams(sandbox: ProcessSandbox) -> None:
@@ -104,27 +120,26 @@ def test_a_busy_loop_dies_at_its_cpu_limit(sandbox: ProcessSandbox) -> None:
 
 
 def test_the_whole_group_dies_at_the_timeout(sandbox: ProcessSandbox) -> None:
-    result = sandbox.run(
-        ["sh", "-c", "sleep 1000 & echo $! > pid; wait"],
-        files={},
-        limits=Limits(timeout_s=1),
-        collect=["pid"],
-    )
+    result = sandbox.run(["sh", "-c", "sleep 1000.25 & wait"], files={}, limits=Limits(timeout_s=1))
     assert result.timed_out
-    assert wait_dead(int(result.files["pid"]))
+    assert wait_gone("1000.25")
 
 
-def test_background_stragglers_die_when_the_child_exits(sandbox: ProcessSandbox) -> None:
+def test_background_stragglers_die_and_fail_the_job(sandbox: ProcessSandbox) -> None:
     started = time.monotonic()
-    result = sandbox.run(
-        ["sh", "-c", "sleep 1000 & echo $! > pid"],
-        files={},
-        limits=Limits(timeout_s=60),
-        collect=["pid"],
-    )
-    assert result.ok and not result.timed_out
+    result = sandbox.run(["sh", "-c", "sleep 1000.5 &"], files={}, limits=Limits(timeout_s=60))
+    assert result.exit_code == 0 and not result.timed_out and not result.ok
+    assert result.left_behind
+    assert "left processes behind" in result.describe()
     assert time.monotonic() - started < GENEROUS_S
-    assert wait_dead(int(result.files["pid"]))
+    assert wait_gone("1000.5")
+
+
+def wait_gone(marker: str, within_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while host_pids(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not host_pids(marker)
 
 
 def test_an_output_flood_is_capped_drained_and_harmless(sandbox: ProcessSandbox) -> None:
@@ -142,7 +157,7 @@ def test_an_output_flood_is_capped_drained_and_harmless(sandbox: ProcessSandbox)
 def test_a_memory_hog_fails(sandbox: ProcessSandbox) -> None:
     hog = "x = bytearray(2 * 1024**3); print('allocated')"
     result = sandbox.run(
-        [sys.executable, "-c", hog], files={}, limits=Limits(memory_bytes=256 * 1024**2)
+        [sandbox.python, "-c", hog], files={}, limits=Limits(memory_bytes=256 * 1024**2)
     )
     assert not result.ok
     assert b"allocated" not in result.stdout
@@ -160,13 +175,31 @@ def test_the_work_dir_is_removed_afterwards(sandbox: ProcessSandbox) -> None:
     assert workdir and not os.path.exists(workdir)
 
 
-def test_open_sandbox_warns_that_process_is_not_isolated(caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unisolated_process_sandbox_says_so(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="evolve.sandbox"):
-        sandbox = open_sandbox("process")
-    assert isinstance(sandbox, ProcessSandbox)
-    assert "does not isolate" in caplog.text
+        ProcessSandbox(UNISOLATED)
+    assert "NOT isolated" in caplog.text or "no isolation" in caplog.text
 
 
 def test_open_sandbox_names_the_known_backends() -> None:
     with pytest.raises(ValueError, match="known: docker, process"):
         open_sandbox("vm")
+
+
+def test_the_namespace_init_refuses_to_run_outside_a_namespace(tmp_path: Path) -> None:
+    """Its sweep is kill(-1): outside a fresh PID namespace that would reach the whole host."""
+    marker = tmp_path / "ran"
+    init = Path(namespace_init.__file__)
+    read_end, write_end = os.pipe()
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(init), str(write_end), "--", "touch", str(marker)],
+        pass_fds=(write_end,),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    os.close(write_end)
+    os.close(read_end)
+    assert done.returncode != 0 and "only as pid 1" in done.stderr
+    assert not marker.exists()

@@ -112,7 +112,7 @@ def test_migrations_create_exactly_the_schema(url: str) -> None:
     with engine.connect() as connection:
         assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0002_bandit_arms",)
+            ("0003_run_driver",)
         ]
     engine.dispose()
 
@@ -144,8 +144,8 @@ def test_runs(url: str) -> None:
 def test_duplicate_code_is_refused_and_nothing_is_written(store: Store) -> None:
     seed = add(store, 1)
     assert store.has_code(RUN, seed.code_hash)
-    spaced = Program(
-        {"kernel.c": "int  a;\n// EVOLVE-BLOCK-START\n  int x =  1;\n// EVOLVE-BLOCK-END"}
+    spaced = Program(  # the same C code up to trailing blanks and blank lines
+        {"kernel.c": "int a;  \n\n// EVOLVE-BLOCK-START\nint x = 1;\t\n\n// EVOLVE-BLOCK-END"}
     )
     again = store.add_candidate(RUN, spaced, parent_ids=[], island=1, generation=3, mutation={})
     assert again is None

@@ -30,11 +30,11 @@ from evaluators.c_kernel.oracle import (
 from evaluators.c_kernel.params import CKernelParams
 from evaluators.c_kernel.sanitize import sanitize
 from evaluators.c_kernel.stages import Runner, StageFailed, stage
-from evaluators.task_files import read_task_file
 from evolve.hardware import CpuPeak, cpu_peak
 from evolve.program import Program
 from evolve.results import Counter, EvalResult, StageResult
 from evolve.sandbox import Limits, Sandbox
+from evolve.taskpaths import read_task_file
 from sandboxes.counters import CACHEGRIND, PERF, detect_source
 
 PREPARE_SEED = 0
@@ -67,8 +67,8 @@ class CKernelEvaluator:
 
     def __init__(self, params: Mapping[str, Any], task_dir: Path) -> None:
         self.params = CKernelParams.model_validate(dict(params))
-        self.harness = read_task_file(task_dir, self.params.harness, "c_kernel harness")
-        self.reference = read_task_file(task_dir, self.params.reference, "c_kernel reference")
+        self.harness = read_task_file(task_dir, self.params.harness, "harness")
+        self.reference = read_task_file(task_dir, self.params.reference, "reference")
         self.reference_path = str(task_dir / self.params.reference)
         self.limits = Limits()
         self.reference_binary: bytes | None = None  # the seed, built on the worker

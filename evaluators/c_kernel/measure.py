@@ -14,7 +14,6 @@ import hashlib
 import json
 import random
 import statistics
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +70,7 @@ def measure(
     """The measure stage: time the candidate beside the seed (`reference`) on sets from
     `draw(purpose)`. A time under the roofline is timed again on fresh inputs, and flagged
     if the second timing is under it too. `order` seeds the random order of each pair."""
-    watch_scratch = run.sandbox.name == "docker"  # elsewhere /dev/shm is not the job's own
+    watch_scratch = run.sandbox.private_scratch  # elsewhere /dev/shm is not the job's own
 
     def timed(purpose: int) -> tuple[Timing, Trial]:
         trials = draw(purpose)
@@ -146,10 +145,7 @@ def time_pair(
         "kernel": candidate,
         "reference": reference,
     }
-    # A process sandbox runs on this host, where `python3` on the sandbox's PATH may be
-    # missing; a container has its own.
-    python = sys.executable if run.sandbox.name == "process" else "python3"
-    result = run([python, "-I", "-S", "timer.py"], files, collect=["outputs.bin"])
+    result = run([run.sandbox.python, "-I", "-S", "timer.py"], files, collect=["outputs.bin"])
     require_ok(result, "the trusted timer (did the kernel kill it?)")
     try:
         report = json.loads(result.stdout)

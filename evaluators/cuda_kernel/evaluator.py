@@ -25,11 +25,11 @@ from evaluators.cuda_kernel.problem import Problem, Round
 from evaluators.cuda_kernel.tensors import encode, outputs
 from evaluators.cuda_kernel.toolchain import Toolchain, find_toolchain
 from evaluators.cuda_kernel.verify import Tolerance, judge
-from evaluators.task_files import read_task_file
 from evolve.plausibility import flag_lines
 from evolve.program import Program
 from evolve.results import ERROR, Counter, EvalResult, StageResult
 from evolve.sandbox import Limits, Sandbox
+from evolve.taskpaths import read_task_file
 
 PREPARE_SEED = 0
 TIMING_ROUND_BASE = 1000  # timing sets draw from rounds past every correctness round
@@ -48,12 +48,12 @@ class CudaKernelEvaluator:
 
     def __init__(self, params: Mapping[str, Any], task_dir: Path) -> None:
         self.params = CudaKernelParams.model_validate(dict(params))
-        reference = read_task_file(task_dir, self.params.reference, "cuda_kernel reference")
+        reference = read_task_file(task_dir, self.params.reference, "reference")
         self.problem = Problem(reference, str(task_dir / self.params.reference))
         self.sources = TaskSources(
-            launch=read_task_file(task_dir, self.params.launch, "cuda_kernel launch adapter"),
+            launch=read_task_file(task_dir, self.params.launch, "launch"),
             reference_kernel=read_task_file(
-                task_dir, self.params.reference_kernel, "cuda_kernel reference kernel"
+                task_dir, self.params.reference_kernel, "reference_kernel"
             ),
         )
         self.fp32 = np.dtype(self.problem.dtype) == np.float32

@@ -30,6 +30,7 @@ from evaluators.llvm_inline.units import Unit, gather, units_in
 from evolve.program import Program
 from evolve.results import EvalResult, StageResult
 from evolve.sandbox import Limits, Sandbox
+from evolve.taskpaths import confine
 
 REPLAY_CACHE = 512  # replayed tiers kept per worker, keyed by their decisions
 # The metrics a leaderboard shows first, in this order; per-file sizes follow.
@@ -45,6 +46,8 @@ class LLVMInlineEvaluator:
 
     def __init__(self, params: Mapping[str, Any], task_dir: Path) -> None:
         self.params = LLVMInlineParams.model_validate(dict(params))
+        corpus_dir = self.params.corpus_dir
+        self.corpus = confine(task_dir, corpus_dir, "corpus_dir") if corpus_dir else None
         self.limits = Limits()
         heldout = ("heldout", "large") if self.params.large else ("heldout",)
         self.tiers: dict[str, tuple[Unit, ...]] = {
@@ -82,7 +85,7 @@ class LLVMInlineEvaluator:
         return self.cascade(program, sandbox, tiers=("fast_tier",))
 
     def _load(self, sandbox: Sandbox) -> None:
-        root = Path(self.params.corpus_dir) if self.params.corpus_dir else ensure_corpus()
+        root = self.corpus or ensure_corpus()
         self.files = {tier: gather(root, units) for tier, units in self.tiers.items()}
         everything = tuple(u for units in self.tiers.values() for u in units)
         run = Runner(sandbox, self.limits)

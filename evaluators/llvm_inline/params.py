@@ -42,4 +42,8 @@ class LLVMInlineParams(BaseModel):
         30.0, gt=0, description="per file compiled with the policy's plugin loaded (cpp)"
     )
     guard_timeout_s: float = Field(20.0, gt=0, description="per guard program: link and run")
-    corpus_dir: str | None = Field(None, description="default: the user cache, fetched if absent")
+    corpus_dir: str | None = Field(
+        None,
+        description="a corpus inside the task folder; default: the user cache (EVOLVE_CACHE_DIR "
+        "moves it), fetched if absent",
+    )

@@ -13,7 +13,6 @@ returned at once (text None, status "empty") and the caller decides what to do n
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -37,6 +36,7 @@ from evolve.llm.conversation import (
     render_turn,
 )
 from evolve.llm.prices import BUILTIN_PRICES, Price, cost
+from evolve.secrets import lookup
 
 Status = Literal["ok", "rate_limited", "server_error", "timeout", "empty", "error"]
 
@@ -215,7 +215,9 @@ class LLMClient:
         return _Attempt("ok", answer, input_tokens=tokens_in, output_tokens=tokens_out)
 
     def _read_key(self) -> str | None:
-        key = os.environ.get(self.config.key_env, "").strip()
+        """The key lent to this proposal task, or where none is lent (the driver, a script),
+        the environment's: Ray's workers hold none there (evolve/secrets.py)."""
+        key = (lookup(self.config.key_env) or "").strip()
         if key:
             return key
         return _PLACEHOLDER_KEY if self.config.base_url is not None else None

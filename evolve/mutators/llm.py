@@ -133,6 +133,11 @@ def pick_client(clients: list[tuple[LLMClient, float]], request: MutationRequest
     return rng.choices([c for c, _ in clients], [w for _, w in clients])[0]
 
 
+def key_names(llm: LLMSpec | None) -> list[str]:
+    """The variables the task's model keys come from, which no Ray process may inherit."""
+    return sorted({model_config(m).key_env for m in llm.models}) if llm else []
+
+
 def model_config(spec: ModelSpec) -> ModelConfig:
     """A task's model entry as the client wants it; ValueError names what is wrong."""
     if spec.base_url:

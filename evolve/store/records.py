@@ -25,6 +25,7 @@ class RunRecord:
     status: str
     wall_s_used: float
     updated_at: float
+    driver: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, row: Run) -> RunRecord:
@@ -38,6 +39,7 @@ class RunRecord:
             status=row.status,
             wall_s_used=row.wall_s_used,
             updated_at=row.updated_at,
+            driver=row.driver,
         )
 
 

@@ -53,6 +53,9 @@ class Run(Base):
     status: Mapped[str] = mapped_column(String(32))
     wall_s_used: Mapped[float] = mapped_column(Double, default=0.0)
     updated_at: Mapped[float] = mapped_column(Double)
+    # The process driving it while `running` ({host, pid, started}), so that a later command
+    # on that host can tell a run whose driver was killed from one still going.
+    driver: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class Candidate(Base):

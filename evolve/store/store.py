@@ -196,12 +196,16 @@ class Store:
                 RunRecord.of(row) for row in session.scalars(select(Run).order_by(Run.created_at))
             ]
 
-    def set_run_status(self, name: str, status: str) -> None:
+    def set_run_status(
+        self, name: str, status: str, *, driver: Mapping[str, Any] | None = None
+    ) -> None:
+        """`driver` names the process that drives a `running` run; other statuses have none."""
         if status not in RUN_STATUSES:
             raise ValueError(f"run status must be one of {RUN_STATUSES}, not {status!r}")
         with self._write() as session, session.begin():
             row = self._locked_run(session, name)
             row.status, row.updated_at = status, time.time()
+            row.driver = dict(driver) if driver is not None and status == "running" else None
 
     def add_wall_time(self, name: str, seconds: float) -> None:
         """Adds rather than sets, so the wall-time budget spans every resume of the run."""

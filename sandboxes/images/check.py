@@ -1,10 +1,12 @@
 """`evolve sandbox check`: can this host run the Docker sandbox, and what can a job see in it?
+And would the process backend isolate its jobs here?
 
 Also reaps sandbox containers left by dead processes (Ray actors die without ceremony).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -15,6 +17,8 @@ import docker
 from evolve.sandbox import Limits, RunResult
 from sandboxes.docker import ENGINE_ERRORS, DockerSandbox, SandboxUnavailable, reap_stale
 from sandboxes.images.build import image_status
+from sandboxes.isolation import detect
+from sandboxes.process import ProcessSandbox
 
 PROBE_LIMITS = Limits(timeout_s=30)
 
@@ -28,7 +32,27 @@ class Finding:
 
 
 def check() -> list[Finding]:
-    """One finding per line of the report; the first failure that blocks the rest ends it."""
+    """One finding per line of the report: Docker's, then the process backend's."""
+    return _docker_findings() + _process_findings()
+
+
+def _process_findings() -> list[Finding]:
+    """Optional: the process backend is used only where a task or `--sandbox` asks for it."""
+    isolation = detect()
+    found = Finding("process isolation", isolation.tool is not None, isolation.detail, False)
+    if isolation.tool is None:
+        return [found]
+    sandbox = ProcessSandbox(isolation)
+    started = time.monotonic()
+    probe = sandbox.run(["readlink", "/proc/self/ns/pid"], files={}, limits=PROBE_LIMITS)
+    took = time.monotonic() - started
+    own = probe.ok and probe.stdout.decode().strip() != os.readlink("/proc/self/ns/pid")
+    detail = f"{probe.describe()} in {took:.3f}s" + ("" if own else ": NOT in a PID namespace")
+    return [found, Finding("process job", own, detail, required=False)]
+
+
+def _docker_findings() -> list[Finding]:
+    """The first failure that blocks the rest ends the list."""
     try:
         client = docker.from_env(timeout=10)
         version = client.version()

@@ -1,0 +1,61 @@
+"""A small process that outlives the driver, to clean up after it however it ends.
+
+Killed with `kill -9`, a driver cleans up nothing. Ray's head processes die with it (Ray
+asks the kernel for that), but its workers die only once they notice their raylet is gone,
+a worker stopped by a candidate never does, and a Docker container outlives its worker
+anyway. So beside a local Ray instance the driver starts this guardian, in a session of its
+own (a Ctrl-C or a hang-up aimed at the driver's terminal does not reach it) and, like Ray,
+while the secrets are out of the environment (evolve/cluster.py). It waits on a pidfd for
+the driver to end, then kills every process of the driver's Ray instance and removes the
+containers they owned (evolve/orphans.py), and exits. After a clean stop it finds nothing
+left to do.
+
+Run as `python -m evolve.guardian DRIVER_PID DRIVER_START SESSION_DIR`.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+
+from evolve.orphans import clean_up
+from evolve.processes import ProcessId, start_time
+
+
+def start(session: str) -> subprocess.Popen[bytes]:
+    """Start a guardian for this process and its Ray instance, whose session directory is
+    `session`; it inherits the environment, so start it while the secrets are withheld."""
+    driver = ProcessId.here()
+    arguments = (str(driver.pid), str(driver.started), session)
+    return subprocess.Popen(
+        [sys.executable, "-m", "evolve.guardian", *arguments],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,  # never hold the driver's pipes open: readers would wait
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def wait_for(pid: int, started: int) -> None:
+    """Return once the process `pid` that started at `started` has ended."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        if start_time(pid) == started:
+            select.select([fd], [], [])
+    finally:
+        os.close(fd)
+
+
+def main(argv: list[str]) -> None:
+    driver, started, session = argv
+    wait_for(int(driver), int(started))
+    clean_up(session)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,75 @@
+"""Cleaning up after a driver that could not: what a stopped or killed run leaves behind.
+
+A driver that ends cleanly shuts its Ray instance down, but Ray's workers die only when they
+notice, a worker that a candidate stopped never notices, and a busy worker killed on Ctrl-C
+takes its Docker container with it to no one. After `kill -9` the driver does nothing at
+all, and its run still says `running`. So:
+
+- `clean_up` kills what is left of a Ray instance (its workers and agents, found by the
+  files they hold open in its session directory) and then removes sandbox containers whose
+  owning worker is gone. The driver runs it after shutting Ray down, and the guardian
+  (evolve/guardian.py) runs it when the driver ends without doing so;
+- `sweep`, which every `evolve` command that opens a store runs first, marks as `stopped`
+  each run that says `running` but whose driver on this host is gone, and cleans up after
+  it. Runs driven from other hosts are left alone: only their host can tell.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from evolve.processes import ProcessId, kill, ray_processes
+
+if TYPE_CHECKING:
+    from evolve.store import Store
+
+log = logging.getLogger("evolve.orphans")
+
+KILL_WAIT_S = 5.0
+DOCKER_TIMEOUT_S = 5  # a daemon that does not answer is given up on: no command waits for it
+
+
+def clean_up(session: str | None = None) -> int:
+    """Kill the processes of the Ray instance whose session directory is `session` (None:
+    of every instance whose raylet is gone), then remove the containers they owned; how
+    many containers."""
+    stuck = kill(ray_processes(session), KILL_WAIT_S)
+    if stuck:
+        pids = ", ".join(str(process.pid) for process in stuck)
+        log.warning("Ray processes still alive %g s after SIGKILL: %s", KILL_WAIT_S, pids)
+    return reap_containers()
+
+
+def reap_containers() -> int:
+    """Remove the sandbox containers on this host whose owner is gone; how many. Quietly
+    nothing where Docker is absent or does not answer."""
+    import docker
+
+    from sandboxes.docker import ENGINE_ERRORS, reap_stale
+
+    try:
+        return reap_stale(docker.from_env(timeout=DOCKER_TIMEOUT_S))
+    except ENGINE_ERRORS:
+        return 0
+
+
+def sweep(store: Store) -> None:
+    """Mark this host's runs whose driver is gone as stopped, and clean up after them."""
+    dead: list[tuple[str, ProcessId]] = []
+    for run in store.list_runs():
+        if run.status == "running" and run.driver is not None:
+            driver = ProcessId.from_json(run.driver)
+            if driver.gone():
+                dead.append((run.name, driver))
+    for name, driver in dead:
+        store.set_run_status(name, "stopped")
+        log.warning(
+            "run %s was left running by a driver that is gone (pid %d): marked stopped; "
+            "continue it with: evolve run --resume %s",
+            name,
+            driver.pid,
+            name,
+        )
+    if dead and (removed := clean_up()):
+        log.warning("removed %d sandbox container(s) left behind", removed)

@@ -1,0 +1,229 @@
+"""Stopping a run leaves nothing running: SIGTERM removes the run's containers and Ray
+processes before the driver exits, `kill -9` of the driver leaves no candidate or worker
+alive five seconds later, and the next `evolve` command marks such a run stopped and cleans
+up what is left even when nothing else could.
+
+Each run evaluates with a real evaluator plugin, installed for the test through an entry
+point as a user would, whose candidates sleep in the sandbox two processes deep until they
+are killed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from evolve.processes import ProcessId, start_time
+from evolve.store import Store
+from sandboxes import docker_available
+from sandboxes.docker import LABEL, OWNER_PID
+from tests.conftest import SYNTHETIC_SEED
+
+EVOLVE = [sys.executable, "-m", "evolve"]
+MARKER = f"7{os.getpid() % 1000:03d}.25"  # how long a candidate sleeps: unique to this test run
+PLUGIN = f'''"""Candidates that sleep in the sandbox, two processes deep, until they are killed."""
+
+from evolve.results import EvalResult
+from evolve.sandbox import Limits
+
+
+class Sleeper:
+    name = "sleeper"
+
+    def __init__(self, params, task_dir):
+        self.limits = Limits()
+
+    def prepare(self, seed, sandbox, workdir):
+        pass
+
+    def evaluate(self, program, sandbox, *, seed):
+        argv = ["sh", "-c", "sleep {MARKER} & sleep {MARKER}; wait"]
+        sandbox.run(argv, files={{}}, limits=self.limits)
+        return EvalResult("ok", metrics={{"x": 1.0}})
+'''
+TASK = """name: sleepy
+seed: seed.py
+evaluator: {{name: sleeper}}
+objectives: [{{name: x, direction: maximize}}]
+budget: {{candidates: 5}}
+sandbox: {{backend: {backend}, timeout_s: 3000}}
+"""
+needs_docker = pytest.mark.skipif(not docker_available()[0], reason=f"{docker_available()[1]}")
+
+
+def _install_plugin(site: Path) -> dict[str, str]:
+    """The plugin, and an environment whose Python (and Ray's workers) find it."""
+    info = site / "evolve_sleeper-0.1.dist-info"
+    info.mkdir(parents=True)
+    (site / "evolve_sleeper.py").write_text(PLUGIN)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: evolve-sleeper\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[evolve.evaluators]\nsleeper = evolve_sleeper:Sleeper\n"
+    )
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def _start(tmp_path: Path, backend: str) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+    env = _install_plugin(tmp_path / "site")
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "seed.py").write_text(SYNTHETIC_SEED)
+    (tmp_path / "task" / "task.yaml").write_text(TASK.format(backend=backend))
+    log = (tmp_path / "driver.log").open("wb")
+    driver = subprocess.Popen(
+        [*EVOLVE, "run", "task/task.yaml", "--name", "sleepy", "--workers", "1", "--plain"],
+        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    return driver, env
+
+
+def _sleepers() -> list[ProcessId]:
+    """The candidates' processes, in a container or not (a container's are visible here)."""
+    wanted = b"\0".join([b"sleep", MARKER.encode(), b""])
+    found = []
+    for entry in os.listdir("/proc"):
+        with contextlib.suppress(OSError):
+            if entry.isdigit() and Path(f"/proc/{entry}/cmdline").read_bytes() == wanted:
+                started = start_time(int(entry))
+                if started is not None:
+                    found.append(ProcessId("", int(entry), started))
+    return found
+
+
+def _descendants(root: int) -> list[ProcessId]:
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        with contextlib.suppress(OSError):
+            if entry.isdigit():
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                parents[int(entry)] = int(stat.rpartition(") ")[2].split()[1])
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return [ProcessId("", pid, started) for pid in found if (started := start_time(pid))]
+
+
+def _alive(processes: list[ProcessId]) -> list[ProcessId]:
+    return [p for p in processes if start_time(p.pid) == p.started]
+
+
+def _evaluating(driver: subprocess.Popen[bytes], tmp_path: Path) -> list[ProcessId]:
+    """Wait until a candidate sleeps in the sandbox; then every process of the run: the
+    driver's descendants (Ray, its workers, the guardian) and the candidate's."""
+    deadline = time.monotonic() + 180
+    while len(_sleepers()) < 2:
+        assert driver.poll() is None, (tmp_path / "driver.log").read_text()
+        assert time.monotonic() < deadline, "no candidate started sleeping"
+        time.sleep(0.2)
+    return _descendants(driver.pid) + _sleepers()
+
+
+def _containers(owners: list[ProcessId]) -> list[str]:
+    """The sandbox containers that these processes own."""
+    pids = {str(p.pid) for p in owners}
+    client = docker.from_env()
+    listed = client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
+    return [c.id for c in listed if c.labels.get(OWNER_PID) in pids]
+
+
+def _status(tmp_path: Path) -> str:
+    with Store(f"sqlite:///{tmp_path / 'results' / 'evolve.db'}") as store:
+        record = store.get_run("sleepy")
+        assert record is not None
+        return record.status
+
+
+def _kill_group(driver: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(driver.pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("backend", ["process", pytest.param("docker", marks=needs_docker)])
+def test_after_kill_9_of_the_driver_nothing_of_the_run_lives_5_s(
+    tmp_path: Path, backend: str
+) -> None:
+    driver, env = _start(tmp_path, backend)
+    try:
+        run = _evaluating(driver, tmp_path)
+        assert any(_cmdline(p).startswith(b"ray::") for p in run), "no Ray worker seen"
+        driver.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        driver.wait(timeout=10)
+        while _alive(run) and time.monotonic() - killed < 5:
+            time.sleep(0.05)
+        took = time.monotonic() - killed
+        left = _alive(run)
+    finally:
+        _kill_group(driver)
+    print(f"\n{backend}: the last process of the run ended {took:.2f} s after kill -9")
+    assert not left, f"alive 5 s after kill -9: {left}"
+    if backend == "docker":
+        assert not _containers(run), "a sandbox container outlived the run"
+    board = subprocess.run(
+        [*EVOLVE, "leaderboard", "sleepy"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert board.returncode == 0, board.stderr
+    assert "marked stopped" in board.stderr and "(stopped)" in board.stdout
+    assert _status(tmp_path) == "stopped"
+
+
+@needs_docker
+def test_the_next_command_cleans_up_when_the_guardian_died_too(tmp_path: Path) -> None:
+    """The worst case: the candidate stopped its worker (which so never notices that Ray is
+    gone, nor removes its container), and the guardian was killed with the driver."""
+    driver, env = _start(tmp_path, "docker")
+    try:
+        run = _evaluating(driver, tmp_path)
+        (worker,) = [p for p in run if _cmdline(p).startswith(b"ray::EvaluationWorker")]
+        (guardian,) = [p for p in run if b"evolve.guardian" in _cmdline(p)]
+        os.kill(worker.pid, signal.SIGSTOP)
+        os.kill(guardian.pid, signal.SIGKILL)  # as a machine-wide kill would
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=10)
+        time.sleep(5)
+        assert _containers(run), "nothing was left to clean up: the test proves nothing"
+        assert _status(tmp_path) == "running"
+        board = subprocess.run(
+            [*EVOLVE, "leaderboard", "sleepy"], cwd=tmp_path, env=env, capture_output=True,
+            text=True,
+        )  # fmt: skip
+    finally:
+        _kill_group(driver)
+    assert board.returncode == 0, board.stderr
+    assert "marked stopped" in board.stderr and _status(tmp_path) == "stopped"
+    assert not _containers(run), "the next command left the sandbox containers"
+    assert not _alive(run), f"the next command left {_alive(run)}"
+
+
+@needs_docker
+def test_sigterm_stops_the_run_and_removes_its_containers_before_exit(tmp_path: Path) -> None:
+    driver, _ = _start(tmp_path, "docker")
+    try:
+        run = _evaluating(driver, tmp_path)
+        assert _containers(run)
+        driver.send_signal(signal.SIGTERM)
+        driver.wait(timeout=60)
+        containers, left = _containers(run), _alive(run)
+    finally:
+        _kill_group(driver)
+    log = (tmp_path / "driver.log").read_text()
+    assert driver.returncode == 130, log
+    assert "stopped. Continue with: evolve run --resume sleepy" in log
+    assert _status(tmp_path) == "stopped"
+    assert not containers, "a sandbox container outlived the driver"
+    assert not [p for p in left if b"evolve.guardian" not in _cmdline(p)], left
+
+
+def _cmdline(process: ProcessId) -> bytes:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{process.pid}/cmdline").read_bytes()
+    return b""

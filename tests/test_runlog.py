@@ -1,0 +1,56 @@
+"""results/RUN/run.log: the engine's decisions and the full traceback of any crash, for the
+operator after the fact. A real engine on real Ray, with a mutator that really raises."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+import ray
+
+from evolve.engine import Engine
+from evolve.mutators.base import MutationRequest, Proposal
+from evolve.runlog import run_log
+from evolve.store import Store
+from evolve.taskfile import load_task, make_evaluator
+from tests.conftest import write_synthetic_task
+
+
+class Crashes:
+    """A mutator with a bug in it."""
+
+    name = "autotuner"
+
+    def propose(self, request: MutationRequest) -> Proposal:
+        return self.broken_helper(request)
+
+    def broken_helper(self, request: MutationRequest) -> Proposal:
+        raise ZeroDivisionError(f"parent #{request.parent.id} divided by zero")
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_mutator_that_raises_leaves_its_traceback_in_the_run_log(tmp_path: Path) -> None:
+    task = load_task(write_synthetic_task(tmp_path / "task", candidates=5))
+    store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
+    run = store.create_run("r1", task_path=str(task.path), task_yaml=task.text, seed=1, settings={})
+    engine = Engine(task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path)
+    engine.mutators = {"autotuner": (ray.put(Crashes()), 1.0)}
+    with run_log(tmp_path, "INFO") as path:
+        outcome = engine.run()
+    assert "proposals were all" in outcome.reason  # the run still ended cleanly
+    logged = path.read_text()
+    assert "Traceback (most recent call last)" in logged
+    assert "in broken_helper" in logged and "ZeroDivisionError: parent #" in logged
+    assert "evaluation worker(s) ready" in logged  # the engine's own decisions are there too
+
+
+def test_the_level_decides_what_is_kept_and_the_handler_goes_afterwards(tmp_path: Path) -> None:
+    logger = logging.getLogger("evolve.test")
+    with run_log(tmp_path, "WARNING") as path:
+        logger.info("routine")
+        logger.warning("worth knowing")
+    logger.warning("after the run")
+    logged = path.read_text()
+    assert "worth knowing" in logged
+    assert "routine" not in logged and "after the run" not in logged
