@@ -16,13 +16,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from evaluators.c_kernel.stages import Runner
 from evaluators.llvm_inline import LLVMInlineEvaluator
 from evaluators.llvm_inline.jobs import manifest, run_driver
 from evaluators.llvm_inline.scoring import geomean_ratio
 from evolve.program import Program
-from evolve.sandbox import Limits, Sandbox
-from sandboxes import open_sandbox
+from evolve.sandbox import Limits, Sandbox, open_sandbox
+from evolve.stages import Runner
 
 TASK_DIR = Path(__file__).resolve().parent.parent / "tasks" / "llvm_inline_size"
 

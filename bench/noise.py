@@ -41,9 +41,8 @@ from evaluators.c_kernel import CKernelEvaluator
 from evolve.knobs import Knob, Value, find_knobs, set_knobs
 from evolve.program import Program
 from evolve.results import EvalResult
-from evolve.sandbox import Sandbox
+from evolve.sandbox import Sandbox, open_sandbox
 from evolve.taskfile import LoadedTask, load_task
-from sandboxes import open_sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("matmul_c", "stencil_c")

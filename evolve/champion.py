@@ -14,9 +14,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from evolve.plausibility import FLAGGED_METRIC, flag_lines, flag_reasons
 from evolve.results import OK, EvalResult
+from evolve.runs import write_best
 from evolve.store import CandidateRecord, EvaluationRecord, Store
 from evolve.task import ChampionSpec
 
@@ -81,7 +83,8 @@ class Referee:
         if not is_flagged(passed):
             return crown
         a, b = (e.score for e in passed[-2:])
-        assert a is not None and b is not None  # a passing evaluation is always scored
+        if a is None or b is None:
+            raise ValueError(f"#{candidate.id} has a passing evaluation without a score")
         if agree(a, b, self.spec.agreement):
             return Decision("best", f"{crown.text} (flagged; {a:.4g} and {b:.4g} agree)")
         if len(passed) < MAX_MEASUREMENTS:
@@ -137,6 +140,35 @@ class Referee:
                 reasons = flag_reasons(evaluation.feedback) or ["its metric flagged is set"]
                 return f"evaluation {evaluation.id} was flagged: {'; '.join(reasons)}"
         return None
+
+
+class Champion:
+    """The run's best so far, crowned only as the referee allows; a crowned program is
+    written to the run's folder at once, so a crash never loses it."""
+
+    def __init__(self, referee: Referee, results_dir: Path, run_name: str) -> None:
+        self.referee, self.results_dir, self.run_name = referee, results_dir, run_name
+        self.best: tuple[int, float] | None = None
+
+    def restore(self) -> list[CandidateRecord]:
+        """The champion of a stopped run, and its candidates still to be re-measured."""
+        champion, unverified = self.referee.restore(self.run_name)
+        if champion is not None and champion.score is not None:
+            self.best = (champion.id, champion.score)
+        return unverified
+
+    def consider(self, candidate: CandidateRecord, stepped: str | None) -> Decision | None:
+        """What to do with a newly scored candidate: nothing, unless it is suspect (it is
+        measured again, whether or not it leads) or it leads the run."""
+        if stepped is not None:
+            return Decision("remeasure", f"#{candidate.id} flagged: {stepped}; re-measuring")
+        if candidate.score is None or (self.best is not None and candidate.score <= self.best[1]):
+            return None
+        decision = self.referee.judge(candidate)
+        if decision.event == "best":
+            self.best = (candidate.id, candidate.score)
+            write_best(self.results_dir, self.run_name, candidate.id, candidate.program)
+        return decision
 
 
 def _flag(result: EvalResult, reason: str) -> None:

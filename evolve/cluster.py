@@ -10,6 +10,7 @@ import subprocess
 from collections.abc import Iterable
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from evolve import guardian, orphans
 from evolve.processes import child_named, session_dir
@@ -58,6 +59,12 @@ def connect(address: str | None, withhold: Iterable[str] = ()) -> bool:
     return True
 
 
+def logs_folder() -> str | None:
+    """Where Ray keeps what its workers print, for the local instance this process started
+    (a joined cluster keeps it on each node)."""
+    return f"{_session}/logs" if _session else None
+
+
 def _check_reachable(address: str) -> None:
     """Fail in seconds: Ray itself retries an unreachable address for minutes."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
@@ -76,8 +83,6 @@ def _secrets_here() -> tuple[str, list[str]]:
 def _audit_secrets() -> None:
     """Warn, by name only, of secrets in the environment of a joined cluster's workers,
     which `ray start` gave them and every evaluation worker inherits."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
     probes = [
         _secrets_here.options(  # type: ignore[attr-defined]
             scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)

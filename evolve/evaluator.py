@@ -15,13 +15,18 @@ from typing import Any, Protocol
 
 from evolve.program import Program
 from evolve.results import EvalResult
-from evolve.sandbox import Sandbox
+from evolve.sandbox import Limits, Sandbox
 
 GROUP = "evolve.evaluators"
 
 
 class Evaluator(Protocol):
     name: str
+    # The limits of the task's `sandbox:` section, assigned by whoever runs the evaluator
+    # (each evaluation worker, the agent's draft tool) before `prepare` or `evaluate`, so
+    # the evaluator's sandbox runs are bounded by the same limits the driver's deadline
+    # for it was worked out from. The constructor sets a default `Limits()` until then.
+    limits: Limits
 
     def __init__(self, params: Mapping[str, Any], task_dir: Path) -> None: ...
 

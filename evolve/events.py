@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
+
+log = logging.getLogger("evolve.engine")
 
 
 @dataclass(frozen=True)
@@ -40,3 +44,22 @@ class Observer(Protocol):
     def event(self, event: Event) -> None: ...
 
     def tick(self, snapshot: Snapshot) -> None: ...
+
+
+class EventLog:
+    """Every event goes to the run's log, and to the watcher (the live board) if there is
+    one: so what the board showed can be read again after the run."""
+
+    def __init__(self, observer: Observer | None) -> None:
+        self.observer = observer
+
+    def emit(self, event: Event) -> None:
+        level = logging.WARNING if event.kind in ("warning", "failure") else logging.INFO
+        log.log(level, "%s: %s", event.kind, event.text)
+        if self.observer is not None:
+            self.observer.event(event)
+
+    def tick(self, snapshot: Callable[[], Snapshot]) -> None:
+        """`snapshot` is called only when someone watches."""
+        if self.observer is not None:
+            self.observer.tick(snapshot())

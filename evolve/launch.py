@@ -7,6 +7,7 @@ imports any of this: Ray and the store alone take most of a second to import.
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 from collections.abc import Iterator
@@ -15,18 +16,20 @@ from dataclasses import replace
 from pathlib import Path
 
 from evolve import cluster, orphans
-from evolve.engine import Engine, SetupFailed
+from evolve.engine import Engine
 from evolve.mutators.llm import key_names
+from evolve.pool import SetupFailed
 from evolve.processes import ProcessId
 from evolve.runlog import run_log
 from evolve.runs import new_run_name, run_dir
+from evolve.sandbox import backend as sandbox_backend
 from evolve.store import CandidateRecord, RunRecord, Store, default_url
 from evolve.taskfile import LoadedTask, TaskFileError, changed_files, make_evaluator, parse_task
 from evolve.ui.console import console, errors
 from evolve.ui.dashboard import Dashboard, PlainLog
 from evolve.ui.tables import latest_ok
-from sandboxes import docker_available
-from sandboxes.isolation import detect
+
+log = logging.getLogger("evolve.launch")
 
 
 def open_store(db: str | None, results: Path) -> Store:
@@ -155,12 +158,18 @@ def execute(
     workers = workers or max(1, cluster.cpu_count() - 1)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stops as Ctrl-C does
     store.set_run_status(run_name, "running", driver=ProcessId.here().to_json())
-    engine = Engine(task, store, record, make_evaluator(task), workers=workers, results_dir=results)
     live = not plain and console.is_terminal
     observer = Dashboard(store, run_name, console) if live else PlainLog(console)
-    engine.observer = observer
     try:
         with observer, run_log(folder, log_level):
+            log.info("run %s starts with %d worker(s)", run_name, workers)
+            if ray_logs := cluster.logs_folder():
+                log.info("what Ray's workers print is kept in %s", ray_logs)
+            evaluator = make_evaluator(task)
+            engine = Engine(
+                task, store, record, evaluator, workers=workers, results_dir=results,
+                observer=observer,
+            )  # fmt: skip
             outcome = engine.run()
     except KeyboardInterrupt:
         store.set_run_status(run_name, "stopped")
@@ -207,33 +216,29 @@ def usable_sandbox(task: LoadedTask, backend: str | None) -> LoadedTask:
     says `sandbox.backend: process`: a flag typed once is not consent for every candidate.
     """
     chosen = backend or task.spec.sandbox.backend
-    if chosen == "docker":
-        ok, why = docker_available()
-        if not ok:
-            errors.print(
-                f"[red]error:[/red] {task.path}: sandbox.backend: the docker sandbox cannot run "
-                f"here: {why}. Or run candidates in the process sandbox: `--sandbox process`",
-                highlight=False,
-            )
-            sys.exit(2)
-        console.print(f"sandbox: {why}")
+    ready, how = sandbox_backend(chosen).readiness()
+    if ready:
+        console.print(f"sandbox: {how}")
+    elif chosen == "docker":
+        errors.print(
+            f"[red]error:[/red] {task.path}: sandbox.backend: the docker sandbox cannot run "
+            f"here: {how}. Or run candidates in the process sandbox: `--sandbox process`",
+            highlight=False,
+        )
+        sys.exit(2)
+    elif task.spec.sandbox.backend == "process":
+        errors.print(
+            f"[yellow]warning:[/yellow] sandbox 'process': {how}; candidates "
+            "run as plain processes of this user, with its files and network"
+        )
     else:
-        isolation = detect()
-        if isolation.tool is not None:
-            console.print(f"sandbox: process, isolated by {isolation.detail}")
-        elif task.spec.sandbox.backend == "process":
-            errors.print(
-                f"[yellow]warning:[/yellow] sandbox 'process': {isolation.detail}; candidates "
-                "run as plain processes of this user, with its files and network"
-            )
-        else:
-            errors.print(
-                f"[red]error:[/red] {task.path}: sandbox.backend: the process sandbox cannot "
-                f"isolate here ({isolation.detail}). Install bubblewrap, or accept unisolated "
-                "candidates by setting `sandbox: {backend: process}` in the task",
-                highlight=False,
-            )
-            sys.exit(2)
+        errors.print(
+            f"[red]error:[/red] {task.path}: sandbox.backend: the process sandbox cannot "
+            f"isolate here ({how}). Install bubblewrap, or accept unisolated "
+            "candidates by setting `sandbox: {backend: process}` in the task",
+            highlight=False,
+        )
+        sys.exit(2)
     if chosen == task.spec.sandbox.backend:
         return task
     sandbox = task.spec.sandbox.model_copy(update={"backend": chosen})

@@ -20,6 +20,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from evolve.processes import ProcessId, kill, ray_processes
+from evolve.sandbox import BACKENDS, backend
 
 if TYPE_CHECKING:
     from evolve.store import Store
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("evolve.orphans")
 
 KILL_WAIT_S = 5.0
-DOCKER_TIMEOUT_S = 5  # a daemon that does not answer is given up on: no command waits for it
 
 
 def clean_up(session: str | None = None) -> int:
@@ -38,20 +38,13 @@ def clean_up(session: str | None = None) -> int:
     if stuck:
         pids = ", ".join(str(process.pid) for process in stuck)
         log.warning("Ray processes still alive %g s after SIGKILL: %s", KILL_WAIT_S, pids)
-    return reap_containers()
+    return reap_sandboxes()
 
 
-def reap_containers() -> int:
-    """Remove the sandbox containers on this host whose owner is gone; how many. Quietly
-    nothing where Docker is absent or does not answer."""
-    import docker
-
-    from sandboxes.docker import ENGINE_ERRORS, reap_stale
-
-    try:
-        return reap_stale(docker.from_env(timeout=DOCKER_TIMEOUT_S))
-    except ENGINE_ERRORS:
-        return 0
+def reap_sandboxes() -> int:
+    """Remove what sandbox jobs of owners that are gone left on this host (containers); how
+    many."""
+    return sum(backend(name).reap_orphans() for name in BACKENDS)
 
 
 def sweep(store: Store) -> None:

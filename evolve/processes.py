@@ -36,7 +36,8 @@ class ProcessId:
     @classmethod
     def here(cls) -> ProcessId:
         started = start_time(os.getpid())
-        assert started is not None  # this process is alive
+        if started is None:
+            raise OSError("/proc does not show this process: its start time is unknown")
         return cls(socket.gethostname(), os.getpid(), started)
 
     @property

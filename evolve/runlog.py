@@ -4,7 +4,10 @@ The dashboard shows a run as it goes and the store keeps every result; neither k
 worker was replaced, what was retried, or the traceback of a mutator or an evaluator that
 crashed. Every module logs under the `evolve` logger, and for the length of a run its
 records go to this file at the level `--log-level` asks for (INFO by default), and no
-longer to the terminal, where they would tear the dashboard.
+longer to the terminal, where they would tear the dashboard. Ray's own warnings (a
+worker that died, an actor that cannot be placed) go to the same file instead of the
+terminal; what Ray's worker processes print stays in Ray's session logs, whose folder the
+run's log names (evolve/cluster.py).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+RAY_LEVEL = logging.WARNING  # Ray at INFO or DEBUG is noise, even to an operator
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -25,15 +29,28 @@ def run_log(folder: Path, level: str = "INFO") -> Iterator[Path]:
     path = folder / "run.log"
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(FORMAT))
-    logger = logging.getLogger("evolve")
-    before = logger.level, logger.propagate
+    ray_level = max(RAY_LEVEL, logging.getLevelName(level))
+    with (
+        _only_to(logging.getLogger("evolve"), handler, level),
+        _only_to(logging.getLogger("ray"), handler, ray_level),
+    ):
+        try:
+            yield path
+        finally:
+            handler.close()
+
+
+@contextmanager
+def _only_to(logger: logging.Logger, handler: logging.Handler, level: str | int) -> Iterator[None]:
+    """`logger` writes only to `handler` within the block: Ray gives the root logger and its
+    own a terminal handler."""
+    before = logger.level, logger.propagate, logger.handlers[:]
     logger.setLevel(level)
-    logger.propagate = False  # Ray gives the root logger a terminal handler
-    logger.addHandler(handler)
+    logger.propagate = False
+    logger.handlers = [handler]
     try:
-        yield path
+        yield
     finally:
-        logger.removeHandler(handler)
         logger.setLevel(before[0])
         logger.propagate = before[1]
-        handler.close()
+        logger.handlers = before[2]

@@ -7,9 +7,19 @@ as a local subprocess.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
+
+# The backends, by the name a task gives them. The core reaches a backend only through this
+# table, so that importing `evolve` loads neither Docker's SDK nor bubblewrap's probes.
+BACKENDS = {"docker": "sandboxes.docker", "process": "sandboxes.process"}
+
+
+class SandboxUnavailable(RuntimeError):
+    """What a backend needs (the Docker engine, an image) is missing or down: a failure of
+    the machine, never the candidate's, so its job waits rather than fails."""
 
 
 @dataclass(frozen=True)
@@ -79,3 +89,31 @@ class Sandbox(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class Backend(Protocol):
+    """What a backend's module offers the core."""
+
+    def open_sandbox(self, *, image: str | None, gpus: bool) -> Sandbox:
+        """Raises SandboxUnavailable, naming the fix, where it cannot work here."""
+        ...
+
+    def readiness(self) -> tuple[bool, str]:
+        """Whether it can run (and isolate) jobs here, and one line saying how or why not."""
+        ...
+
+    def reap_orphans(self) -> int:
+        """Remove what the jobs of drivers that are gone left running on this host; how many."""
+        ...
+
+
+def backend(name: str) -> Backend:
+    if name not in BACKENDS:
+        known = ", ".join(BACKENDS)
+        raise ValueError(f"unknown sandbox backend {name!r} (known: {known})")
+    return cast(Backend, importlib.import_module(BACKENDS[name]))
+
+
+def open_sandbox(name: str, *, image: str | None = None, gpus: bool = False) -> Sandbox:
+    """`image` and `gpus` apply to Docker: the process sandbox passes the host's GPUs through."""
+    return backend(name).open_sandbox(image=image, gpus=gpus)

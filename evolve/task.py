@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from evolve.sandbox import Limits, Sandbox
+from evolve.sandbox import Limits, Sandbox, open_sandbox
 
 
 class Strict(BaseModel):
@@ -115,8 +115,6 @@ class SandboxSpec(Strict):
 
     def open(self) -> Sandbox:
         """A sandbox as this section describes it; SandboxUnavailable names the fix."""
-        from sandboxes import open_sandbox  # only the machines that evaluate need one
-
         return open_sandbox(self.backend, image=self.image, gpus=self.gpus)
 
     def limits(self) -> Limits:

@@ -17,13 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from evolve.evaluator import Evaluator
 from evolve.mutators.base import MutationError, MutationRequest, Mutator, Proposal
 from evolve.program import Program
 from evolve.results import ERROR, UNAVAILABLE, EvalResult
-from evolve.sandbox import Sandbox
+from evolve.sandbox import Sandbox, SandboxUnavailable
 from evolve.secrets import Keys
+from evolve.store import Store
 from evolve.task import SandboxSpec
 
 
@@ -46,7 +48,7 @@ class MutationFailed:
 class EvaluationWorker:
     def __init__(self, evaluator: Evaluator, sandbox: SandboxSpec, name: str) -> None:
         self.evaluator = evaluator
-        self.evaluator.limits = sandbox.limits()  # type: ignore[attr-defined]
+        self.evaluator.limits = sandbox.limits()
         self.sandbox_spec = sandbox
         self.sandbox: Sandbox | None = None
         self.workdir = Path(tempfile.mkdtemp(prefix="evolve-worker-"))
@@ -68,9 +70,8 @@ class EvaluationWorker:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def evaluate(self, program: Program, input_seed: int) -> Finished:
-        from sandboxes import SandboxUnavailable
-
-        assert self.sandbox is not None, "prepare() must succeed before evaluate()"
+        if self.sandbox is None:
+            raise RuntimeError("prepare() must succeed before evaluate()")
         started = time.time()
         try:
             result = self.evaluator.evaluate(program, self.sandbox, seed=input_seed)
@@ -89,8 +90,6 @@ class StoreReader:
     only there), and never writes: the engine stays the store's only writer."""
 
     def __init__(self, url: str, run_name: str) -> None:
-        from evolve.store import Store
-
         self.store = Store(url)
         self.run_name = run_name
 
@@ -113,8 +112,6 @@ class StoreReader:
 
 
 def start_store_reader(url: str, run_name: str) -> ray.actor.ActorHandle:
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
     here = ray.get_runtime_context().get_node_id()
     return StoreReader.options(  # type: ignore[attr-defined]
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False)

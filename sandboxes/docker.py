@@ -40,7 +40,7 @@ import requests.exceptions
 from docker.models.containers import Container
 from docker.types import DeviceRequest
 
-from evolve.sandbox import Limits, RunResult
+from evolve.sandbox import Limits, RunResult, SandboxUnavailable
 from sandboxes import supervise
 from sandboxes.images.build import JOB_USER, KEEPER_USER, image_status, image_tag
 from sandboxes.supervise import ACCEPTED, FRAME, checked_path
@@ -53,15 +53,12 @@ JOB_UID, KEEPER_UID = str(JOB_USER[0]), str(KEEPER_USER[0])
 WORK = "/work"
 SERVER = ("python3", "-I", "-S", "-c", Path(supervise.__file__).read_text())
 API_TIMEOUT_S = 30  # every engine call gives up by then: a dead daemon never hangs a worker
+REAP_TIMEOUT_S = 5  # clean-up runs before every command: it waits for no stuck daemon
 MEMORY_HEADROOM = 128 * 1024**2  # the supervisor and docker-init, beside the job's own limit
 PIDS_HEADROOM = 8  # docker-init, sleep, the exec'd server
 MUX_HEADER = struct.Struct(">BxxxI")  # an attached exec's stream: stream id, payload size
 RECV_BYTES = 1024**2
 ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
-
-
-class SandboxUnavailable(RuntimeError):
-    """The engine or the image is missing: an infrastructure failure, not the candidate's."""
 
 
 def docker_available() -> tuple[bool, str]:
@@ -88,6 +85,26 @@ def reap_stale(client: docker.DockerClient) -> int:
                 container.remove(force=True)
                 reaped += 1
     return reaped
+
+
+def open_sandbox(*, image: str | None = None, gpus: bool = False) -> DockerSandbox:
+    """An image of the task's own is checked when it is first used, not here."""
+    ok, why = docker_available()
+    if not ok and image is None:
+        raise SandboxUnavailable(why)
+    return DockerSandbox(image, gpus=gpus)
+
+
+def readiness() -> tuple[bool, str]:
+    return docker_available()
+
+
+def reap_orphans() -> int:
+    """Quietly nothing where Docker is absent or does not answer: no command waits for it."""
+    try:
+        return reap_stale(docker.from_env(timeout=REAP_TIMEOUT_S))
+    except ENGINE_ERRORS:
+        return 0
 
 
 class DockerSandbox:
@@ -198,7 +215,8 @@ class DockerSandbox:
         or if a process of the job outlived the server and could tamper with its successor."""
         self._warm.drop_server()
         container = self._warm.container
-        assert container is not None  # a server lives only as long as its container
+        if container is None:
+            raise RuntimeError("a sandbox server outlived its container, which cannot happen")
         container.reload()
         state = container.attrs["State"]
         if not state["Running"]:

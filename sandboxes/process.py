@@ -30,6 +30,25 @@ INIT = Path(namespace_init.__file__).read_text()
 REPORT_BYTES = 64 * 1024  # a pipe's buffer: the init's report is written before it exits
 
 
+def open_sandbox(*, image: str | None = None, gpus: bool = False) -> ProcessSandbox:
+    """`image` is Docker's; the host's GPUs are the job's anyway."""
+    return ProcessSandbox()
+
+
+def readiness() -> tuple[bool, str]:
+    """Ready means isolated: a job that runs as a plain process of this user is not."""
+    isolation = detect()
+    if isolation.tool is None:
+        return False, isolation.detail
+    return True, f"process, isolated by {isolation.detail}"
+
+
+def reap_orphans() -> int:
+    """Nothing outlives its job here: each job's namespace dies with its init, and its
+    leftovers are swept when it ends (sandboxes/supervise.py)."""
+    return 0
+
+
 class ProcessSandbox:
     name = "process"
 

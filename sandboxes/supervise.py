@@ -288,7 +288,8 @@ def _pump(
     open is not waited for. Bytes beyond the cap are read and dropped, so a flood never blocks
     the child nor fills our memory.
     """
-    assert proc.stdout is not None and proc.stderr is not None
+    if proc.stdout is None or proc.stderr is None:
+        raise RuntimeError("the job's stdout and stderr are not pipes despite PIPE")
     stdout, stderr = bytearray(), bytearray()
     truncated = timed_out = False
     pidfd = os.pidfd_open(proc.pid)

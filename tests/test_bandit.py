@@ -156,10 +156,11 @@ def test_a_killed_adaptive_run_resumes_with_its_ledger_and_bandit_state(tmp_path
             loaded = load_task(task)
             engine = Engine(loaded, store, run, make_evaluator(loaded), workers=1,
                             results_dir=tmp_path / "peek")  # fmt: skip
-            assert engine.bandit is not None
-            restored = {a: (s.pulls, s.reward, s.cost_usd) for a, s in engine.bandit.stats.items()}
+            bandit = engine.proposer.bandit
+            assert bandit is not None
+            restored = {a: (s.pulls, s.reward, s.cost_usd) for a, s in bandit.stats.items()}
             assert restored == before, "the resumed engine forgot what its bandit learnt"
-            assert engine.spent_usd == pytest.approx(store.llm_spend("bandit")[0])
+            assert engine.budgets.spent_usd == pytest.approx(store.llm_spend("bandit")[0])
 
         resumed = evolve("run", "--resume", "bandit", "--workers", "1", cwd=tmp_path)
         assert resumed.returncode == 0, resumed.stderr

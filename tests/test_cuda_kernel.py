@@ -18,13 +18,13 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from evaluators.c_kernel.stages import Runner, StageFailed
 from evaluators.cuda_kernel import CudaKernelEvaluator
 from evaluators.cuda_kernel.build import compile_candidate, vet_object
 from evaluators.cuda_kernel.problem import Round
 from evaluators.cuda_kernel.rules import check_source, check_symbols, foreign_definitions
 from evaluators.cuda_kernel.toolchain import ToolchainMissing
 from evolve.program import Program
+from evolve.stages import Runner, StageFailed
 from evolve.task import TaskSpec
 from sandboxes import ProcessSandbox
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluators.c_kernel.stages import StageFailed
 from evaluators.cuda_kernel import clocks, counters, timing
 from evaluators.cuda_kernel.problem import Problem, Round
 from evaluators.cuda_kernel.report import summarise
@@ -17,6 +16,7 @@ from evaluators.cuda_kernel.tensors import encode
 from evaluators.cuda_kernel.toolchain import parse_resource_usage
 from evaluators.cuda_kernel.verify import GUARD_ELEMS, Tolerance, judge
 from evolve.results import EvalResult
+from evolve.stages import StageFailed
 
 SOFTMAX = Path(__file__).resolve().parent.parent / "tasks" / "cuda_softmax" / "reference.py"
 FP32 = Tolerance.for_dtype(np.float32, None, 1e-6, None)  # as tasks/cuda_softmax sets it

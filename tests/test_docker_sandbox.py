@@ -19,8 +19,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from evolve.sandbox import Limits
-from sandboxes import DockerSandbox, SandboxUnavailable, docker_available, open_sandbox
+from evolve.sandbox import Limits, SandboxUnavailable, open_sandbox
+from sandboxes import DockerSandbox, docker_available
 from sandboxes.docker import LABEL, OWNER_HOST, OWNER_PID, reap_stale
 
 AVAILABLE, WHY = docker_available()

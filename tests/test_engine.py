@@ -9,16 +9,15 @@ from pathlib import Path
 import pytest
 
 from evaluators.synthetic import SyntheticEvaluator
-from evolve import engine as engine_module
+from evolve import outage
 from evolve.champion import is_flagged
 from evolve.engine import Engine
 from evolve.events import Event, Snapshot
 from evolve.program import Program
 from evolve.results import EvalResult
-from evolve.sandbox import Sandbox
+from evolve.sandbox import Sandbox, SandboxUnavailable
 from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
-from sandboxes import SandboxUnavailable
 from tests.conftest import write_synthetic_task
 
 
@@ -128,7 +127,7 @@ class SandboxDownFirst(SyntheticEvaluator):
 def test_an_unavailable_sandbox_delays_jobs_but_loses_and_records_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(engine_module, "UNAVAILABLE_RETRY_S", 0.2)
+    monkeypatch.setattr(outage, "UNAVAILABLE_RETRY_S", 0.2)
     task = load_task(write_synthetic_task(tmp_path / "task", candidates=12))
     store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
     run = store.create_run("r1", task_path=str(task.path), task_yaml=task.text, seed=1, settings={})

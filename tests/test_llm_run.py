@@ -81,8 +81,10 @@ def _run(tmp_path: Path, task_file: Path, observer: Any = None) -> tuple[Any, St
     run = store.create_run(
         "llm", task_path=str(task.path), task_yaml=task.text, seed=3, settings={}
     )
-    engine = Engine(task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path / "out")
-    engine.observer = observer
+    engine = Engine(
+        task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path / "out",
+        observer=observer,
+    )  # fmt: skip
     return engine.run(), store
 
 

@@ -15,13 +15,13 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from evaluators.c_kernel.stages import Runner, StageFailed
 from evaluators.llvm_inline import LLVMInlineEvaluator
 from evaluators.llvm_inline.jobs import manifest, run_driver
 from evaluators.llvm_inline.params import LLVMInlineParams
 from evaluators.llvm_inline.units import Unit
 from evolve.program import Program
 from evolve.sandbox import Limits
+from evolve.stages import Runner, StageFailed
 from evolve.task import TaskSpec
 from sandboxes import ProcessSandbox
 

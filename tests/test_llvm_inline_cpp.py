@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evaluators.c_kernel.stages import Runner, StageFailed
 from evaluators.llvm_inline import LLVMInlineEvaluator
 from evaluators.llvm_inline.jobs import manifest, run_driver
 from evaluators.llvm_inline.params import LLVMInlineParams
@@ -22,6 +21,7 @@ from evaluators.llvm_inline.plugin import PLUGIN, build_advisor, build_plugin
 from evaluators.llvm_inline.units import Unit
 from evolve.program import Program
 from evolve.sandbox import Limits
+from evolve.stages import Runner, StageFailed
 from evolve.task import TaskSpec
 from sandboxes import ProcessSandbox
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from evolve.sandbox import Limits
-from sandboxes import ProcessSandbox, namespace_init, open_sandbox
+from evolve.sandbox import Limits, open_sandbox
+from sandboxes import ProcessSandbox, namespace_init
 from sandboxes.isolation import UNISOLATED, detect
 
 GENEROUS_S = 20.0  # "finished in reasonable time", never a timing assertion

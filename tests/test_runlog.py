@@ -35,7 +35,7 @@ def test_a_mutator_that_raises_leaves_its_traceback_in_the_run_log(tmp_path: Pat
     store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
     run = store.create_run("r1", task_path=str(task.path), task_yaml=task.text, seed=1, settings={})
     engine = Engine(task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path)
-    engine.mutators = {"autotuner": (ray.put(Crashes()), 1.0)}
+    engine.proposer.mutators = {"autotuner": (ray.put(Crashes()), 1.0)}
     with run_log(tmp_path, "INFO") as path:
         outcome = engine.run()
     assert "proposals were all" in outcome.reason  # the run still ended cleanly
@@ -54,3 +54,19 @@ def test_the_level_decides_what_is_kept_and_the_handler_goes_afterwards(tmp_path
     logged = path.read_text()
     assert "worth knowing" in logged
     assert "routine" not in logged and "after the run" not in logged
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_rays_own_warnings_go_to_the_file_and_not_the_terminal(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    ray_logger = logging.getLogger("ray.util.example")  # as Ray's modules name theirs
+    with run_log(tmp_path, "INFO") as path:
+        ray_logger.warning("an actor cannot be scheduled right now")
+        ray_logger.info("routine Ray chatter")
+    logged = path.read_text()
+    assert "an actor cannot be scheduled right now" in logged
+    assert "routine Ray chatter" not in logged
+    shown = capfd.readouterr()
+    assert "cannot be scheduled" not in shown.out + shown.err
+    assert logging.getLogger("ray").handlers, "Ray's own terminal handler is back after the run"

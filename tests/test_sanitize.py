@@ -27,10 +27,10 @@ from evaluators.c_kernel.sanitize import (
     sanitized_build,
 )
 from evaluators.c_kernel.sanitizer_report import REPORT_CHARS, TRIMMED, trim_report
-from evaluators.c_kernel.stages import Runner, StageFailed
 from evolve.program import Program
 from evolve.results import EvalResult
 from evolve.sandbox import Limits, Sandbox
+from evolve.stages import Runner, StageFailed
 from evolve.task import TaskSpec
 from sandboxes import DockerSandbox, ProcessSandbox
 from sandboxes.docker import docker_available

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from evaluators.c_kernel.flags import disallowed, program_flags
 from evaluators.c_kernel.params import CKernelParams
-from evaluators.c_kernel.stages import Runner, StageFailed, require_ok
 from evolve.program import Program
 from evolve.sandbox import RunResult
+from evolve.stages import Runner, StageFailed, require_ok
 
 HARNESS_FLAGS = ("-O2", "-I.")
 DRIVER_DIR = Path(__file__).with_name("driver")

@@ -6,7 +6,7 @@ import numpy as np
 
 from evaluators.c_kernel.oracle import Trial
 from evaluators.c_kernel.params import CKernelParams
-from evaluators.c_kernel.stages import Runner, StageFailed, require_ok
+from evolve.stages import Runner, StageFailed, require_ok
 
 
 def _first(mask: np.ndarray) -> tuple[int, ...]:

@@ -22,8 +22,8 @@ from dataclasses import replace
 from evaluators.c_kernel.check import check_argv, compare
 from evaluators.c_kernel.oracle import Trial
 from evaluators.c_kernel.params import CKernelParams
-from evaluators.c_kernel.stages import Runner
 from evolve.results import Counter
+from evolve.stages import Runner
 from sandboxes.counters import CACHEGRIND, NONE, measure_counters
 
 # The counters worth a place in the feedback line, in its order; the rest stay in the record.

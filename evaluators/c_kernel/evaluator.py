@@ -29,11 +29,11 @@ from evaluators.c_kernel.oracle import (
 )
 from evaluators.c_kernel.params import CKernelParams
 from evaluators.c_kernel.sanitize import sanitize
-from evaluators.c_kernel.stages import Runner, StageFailed, stage
 from evolve.hardware import CpuPeak, cpu_peak
 from evolve.program import Program
 from evolve.results import Counter, EvalResult, StageResult
 from evolve.sandbox import Limits, Sandbox
+from evolve.stages import Runner, StageFailed, stage
 from evolve.taskpaths import read_task_file
 from sandboxes.counters import CACHEGRIND, PERF, detect_source
 
@@ -58,7 +58,7 @@ class CKernelEvaluator:
     and hardware counters (perf or cachegrind) that inform but never fail, with the
     deterministic est_cycles under cachegrind.
 
-    `limits` bounds every sandbox run (compiler, nm, kernel); the engine sets it from the
+    `limits` bounds every sandbox run (compiler, nm, kernel); the worker sets it from the
     task's sandbox section before `prepare`. The instance holds only text and numbers,
     so it pickles for Ray; `prepare` then fills in what belongs to the worker's machine.
     """

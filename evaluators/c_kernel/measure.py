@@ -21,9 +21,9 @@ from pathlib import Path
 from evaluators.c_kernel.check import compare
 from evaluators.c_kernel.oracle import RETIMED, TIMED, Trial
 from evaluators.c_kernel.params import CKernelParams
-from evaluators.c_kernel.stages import Runner, StageFailed, excerpt, require_ok
 from evolve.hardware import CpuPeak
 from evolve.plausibility import bandwidth_applies, flag_lines, roofline_flag, roofline_floor_s
+from evolve.stages import Runner, StageFailed, excerpt, require_ok
 
 TIMER = Path(__file__).with_name("timer.py").read_bytes()
 CANDIDATE, REFERENCE = "candidate", "reference"

@@ -30,9 +30,9 @@ from evaluators.c_kernel.check import check_argv, compare
 from evaluators.c_kernel.oracle import Trial
 from evaluators.c_kernel.params import CKernelParams
 from evaluators.c_kernel.sanitizer_report import REPORT_CHARS, trim_report
-from evaluators.c_kernel.stages import Runner, StageFailed, excerpt
 from evolve.program import Program
 from evolve.sandbox import Limits, RunResult, Sandbox
+from evolve.stages import Runner, StageFailed, excerpt
 
 MSAN_COMPILER = "clang-19"
 DEBUG_FLAGS = ("-g", "-fno-omit-frame-pointer", "-fno-lto")  # -fno-lto: plain objects for nm

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluators.c_kernel.stages import Runner, StageFailed, excerpt, require_ok
 from evaluators.cuda_kernel.rules import check_source, check_symbols, foreign_definitions
 from evaluators.cuda_kernel.toolchain import (
     KernelResources,
@@ -19,6 +18,7 @@ from evaluators.cuda_kernel.toolchain import (
     parse_resource_usage,
 )
 from evolve.program import Program
+from evolve.stages import Runner, StageFailed, excerpt, require_ok
 
 HARNESS_DIR = Path(__file__).with_name("harness")
 

@@ -9,7 +9,7 @@ defaults mean someone set them.
 
 from __future__ import annotations
 
-from evaluators.c_kernel.stages import Runner
+from evolve.stages import Runner
 
 FIELDS = (
     "clocks.sm",

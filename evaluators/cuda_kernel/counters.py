@@ -12,8 +12,8 @@ import csv
 from collections.abc import Callable
 from dataclasses import replace
 
-from evaluators.c_kernel.stages import Runner
 from evolve.results import Counter
+from evolve.stages import Runner
 
 NCU_PATHS = ("ncu", "/usr/local/cuda/bin/ncu")
 METRICS = {

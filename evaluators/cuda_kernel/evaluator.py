@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from evaluators.c_kernel.stages import Runner, StageFailed, require_ok, stage
 from evaluators.cuda_kernel import clocks, counters, timing
 from evaluators.cuda_kernel.build import Built, TaskSources, build, compile_harness, static_check
 from evaluators.cuda_kernel.gpu import Gpu, probe
@@ -29,6 +28,7 @@ from evolve.plausibility import flag_lines
 from evolve.program import Program
 from evolve.results import ERROR, Counter, EvalResult, StageResult
 from evolve.sandbox import Limits, Sandbox
+from evolve.stages import Runner, StageFailed, require_ok, stage
 from evolve.taskpaths import read_task_file
 
 PREPARE_SEED = 0
@@ -78,8 +78,8 @@ class CudaKernelEvaluator:
         Without a GPU it stops here, saying what could run (workdir unused)."""
         run = Runner(sandbox, self.limits)
         self._set_up(run)
-        assert self.gpu is not None
-        if not self.gpu.present:
+        _, gpu = self._found()
+        if not gpu.present:
             raise RuntimeError(self._no_gpu_message(seed, run))
         if self.params.counters:
             self.ncu = counters.find_ncu(run)
@@ -98,11 +98,11 @@ class CudaKernelEvaluator:
         GPU is present; never timed."""
         run = Runner(sandbox, self.limits)
         self._set_up(run)
-        assert self.gpu is not None
+        _, gpu = self._found()
         stages: list[StageResult] = []
         with suppress(StageFailed):
             built = self._build_stages(program, run, stages)
-            if self.gpu.present:
+            if gpu.present:
                 with stage(stages, "check") as checking:
                     checking.feedback = self._check(run, built, seed, target="candidate")
         return EvalResult.from_stages(stages, sandbox=run.summary())
@@ -119,8 +119,14 @@ class CudaKernelEvaluator:
                 run, self.sources, self.toolchain, self.arch, self.params.nvcc_flags
             )
 
+    def _found(self) -> tuple[Toolchain, Gpu]:
+        """What `_set_up` found; every entry point runs it first, so None here is a bug."""
+        if self.toolchain is None or self.gpu is None:
+            raise RuntimeError("cuda_kernel: the toolchain and GPU are used before _set_up ran")
+        return self.toolchain, self.gpu
+
     def _no_gpu_message(self, seed: Program, run: Runner) -> str:
-        assert self.gpu is not None and self.toolchain is not None
+        toolchain, gpu = self._found()
         stages: list[StageResult] = []
         with suppress(StageFailed):
             self._build_stages(seed, run, stages)
@@ -132,8 +138,8 @@ class CudaKernelEvaluator:
         driver = "" if Path("/dev/nvidiactl").exists() else " (no NVIDIA driver on this host)"
         return (
             f"cuda_kernel needs a CUDA GPU, and none is usable in the {run.sandbox.name} "
-            f"sandbox{driver}: {self.gpu.detail}.\n"
-            f"  Could run here: static checks, nvcc ({self.toolchain.version}) and the "
+            f"sandbox{driver}: {gpu.detail}.\n"
+            f"  Could run here: static checks, nvcc ({toolchain.version}) and the "
             f"verifier; on the seed: {ran}.\n"
             f"  Needs a GPU: {GPU_STAGES}.\n"
             "  Run this task on a machine with an NVIDIA GPU and driver; for the docker "
@@ -155,14 +161,14 @@ class CudaKernelEvaluator:
     # -- the cascade ----------------------------------------------------------------------
 
     def _build_stages(self, program: Program, run: Runner, stages: list[StageResult]) -> Built:
-        assert self.toolchain is not None
+        toolchain, _ = self._found()
         with stage(stages, "static"):
             static_check(program, fp32=self.fp32)
         with stage(stages, "build") as building:
             built, building.feedback = build(
                 run,
                 program,
-                self.toolchain,
+                toolchain,
                 self.arch,
                 self.params.nvcc_flags,
                 self.harness,
@@ -173,15 +179,15 @@ class CudaKernelEvaluator:
         return built
 
     def _cascade(self, program: Program, run: Runner, seed: int) -> EvalResult:
-        assert self.gpu is not None
+        _, gpu = self._found()
         stages: list[StageResult] = []
         found: dict[str, Counter] = {}
         with suppress(StageFailed):
             built = self._build_stages(program, run, stages)
-            if not self.gpu.present:
+            if not gpu.present:
                 result = EvalResult.from_stages(stages, sandbox=run.summary())
                 result.status = ERROR
-                result.feedback += f"\n\nno CUDA GPU ({self.gpu.detail}): {GPU_STAGES} need one"
+                result.feedback += f"\n\nno CUDA GPU ({gpu.detail}): {GPU_STAGES} need one"
                 return result
             with stage(stages, "check") as checking:
                 checking.feedback = self._check(run, built, seed, target="candidate")
@@ -267,7 +273,8 @@ class CudaKernelEvaluator:
         return {**m, **clock_metrics}, "\n".join(lines)
 
     def _count(self, run: Runner, built: Built, seed: int) -> tuple[dict[str, Counter], str]:
-        assert self.ncu is not None
+        if self.ncu is None:
+            raise RuntimeError("cuda_kernel: the counters stage runs only once prepare found ncu")
         sets = self._timing_sets(seed)[:1]
         files = {**encode(sets, self.params.dims), "runner": built.runner}
         return counters.count(

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluators.c_kernel.stages import Runner
 from evaluators.cuda_kernel.toolchain import Toolchain
+from evolve.stages import Runner
 
 PROBE = Path(__file__).with_name("harness") / "probe.cu"
 

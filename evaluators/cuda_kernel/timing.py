@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evaluators.c_kernel.stages import StageFailed
 from evolve.plausibility import FLAGGED_METRIC, roofline_flag, roofline_floor_s
+from evolve.stages import StageFailed
 
 HIDDEN_FLOOR_MS = 0.02  # below this, a gap is launch jitter, not work
 HIDDEN_SHARE = 0.25  # ... and below this share of the kernel's own time

@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass
 from importlib import metadata
 
-from evaluators.c_kernel.stages import Runner
+from evolve.stages import Runner
 
 PTXAS_ENTRY = re.compile(r"Compiling entry function '(?P<name>[^']+)'")
 PTXAS_SPILLS = re.compile(r"(?P<stores>\d+) bytes spill stores, (?P<loads>\d+) bytes spill loads")

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from evaluators.c_kernel.stages import Runner, StageFailed, require_ok
 from evaluators.llvm_inline.jobs import DRIVER, Compiled, manifest, run_driver
 from evaluators.llvm_inline.params import LLVMInlineParams
 from evaluators.llvm_inline.units import Unit
+from evolve.stages import Runner, StageFailed, require_ok
 
 
 @dataclass(frozen=True)

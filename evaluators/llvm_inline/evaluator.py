@@ -19,7 +19,6 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from evaluators.c_kernel.stages import Runner, StageFailed, stage
 from evaluators.llvm_inline.baselines import Baseline, load_or_compute
 from evaluators.llvm_inline.corpus import cache_root, ensure_corpus
 from evaluators.llvm_inline.jobs import Compiled, manifest, run_driver
@@ -30,6 +29,7 @@ from evaluators.llvm_inline.units import Unit, gather, units_in
 from evolve.program import Program
 from evolve.results import EvalResult, StageResult
 from evolve.sandbox import Limits, Sandbox
+from evolve.stages import Runner, StageFailed, stage
 from evolve.taskpaths import confine
 
 REPLAY_CACHE = 512  # replayed tiers kept per worker, keyed by their decisions
@@ -142,7 +142,8 @@ class LLVMInlineEvaluator:
     def cascade(self, program: Program, sandbox: Sandbox, tiers: tuple[str, ...]) -> EvalResult:
         """The named tiers in order, stopping at the first failure; prepare and bench/ run
         fewer tiers than `evaluate` does."""
-        assert self.baseline is not None, "prepare() must run before evaluate()"
+        if self.baseline is None:
+            raise RuntimeError("llvm_inline: prepare() must run before evaluate()")
         baseline, params = self.baseline, self.params
         run = Runner(sandbox, self.limits)
         stages: list[StageResult] = []

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluators.c_kernel.stages import Runner, StageFailed, excerpt
 from evaluators.llvm_inline.params import LLVMInlineParams
 from evaluators.llvm_inline.units import Unit
+from evolve.stages import Runner, StageFailed, excerpt
 
 DRIVER = (Path(__file__).parent / "driver.py").read_bytes()
 DECISIONS = re.compile(r"^[01]*$")

@@ -13,9 +13,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from evaluators.c_kernel.stages import Runner, StageFailed, excerpt
 from evaluators.llvm_inline.params import LLVMInlineParams
 from evolve.program import Program
+from evolve.stages import Runner, StageFailed, excerpt
 
 HERE = Path(__file__).parent
 ADVISOR = (HERE / "advisor.cpp").read_bytes()

@@ -144,7 +144,7 @@ class Toolbox:
         """Build and check only, where the evaluator offers `draft`; else its whole cascade."""
         evaluator = self.services.evaluator
         if self._sandbox is None:
-            evaluator.limits = self.services.sandbox.limits()  # type: ignore[attr-defined]
+            evaluator.limits = self.services.sandbox.limits()
             self._sandbox = self.services.sandbox.open()
         seed = self.seed + len(self.drafts)
         draft = getattr(evaluator, "draft", None)

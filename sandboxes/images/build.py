@@ -127,7 +127,8 @@ def _debootstrap(rootfs: Path, progress: Progress) -> None:
         stderr=subprocess.STDOUT,
         text=True,
     ) as proc:
-        assert proc.stdout is not None
+        if proc.stdout is None:
+            raise RuntimeError("debootstrap's stdout is not a pipe despite stdout=PIPE")
         phase, tail = "resolving", []
         for line in proc.stdout:
             tail = [*tail[-19:], line.rstrip()]

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import docker
 
-from evolve.sandbox import Limits, RunResult
-from sandboxes.docker import ENGINE_ERRORS, DockerSandbox, SandboxUnavailable, reap_stale
+from evolve.sandbox import Limits, RunResult, SandboxUnavailable
+from sandboxes.docker import ENGINE_ERRORS, DockerSandbox, reap_stale
 from sandboxes.images.build import image_status
 from sandboxes.isolation import detect
 from sandboxes.process import ProcessSandbox

@@ -1,4 +1,5 @@
-"""The plumbing shared by the build, check and measure stages.
+"""The stage plumbing every evaluator shares: running in the sandbox, failing a stage, and
+quoting output back as feedback.
 
 A stage raises `StageFailed` when the candidate is at fault; any other exception is a bug
 in the evaluator and propagates. `stage` turns either outcome into a timed StageResult.
