@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+from evolve.llm import LLMCall
 from evolve.store import Store
 from evolve.task import Budget
-
-if TYPE_CHECKING:
-    from evolve.llm.client import LLMCall  # the type only: the model SDKs load where used
 
 MAX_FRUITLESS = 200  # proposals in a row that were duplicates or failures before giving up
 WALL_FLUSH_S = 1.0

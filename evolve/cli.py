@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from evolve.runlog import LEVELS
+from evolve.scaffold import scaffold, starters
 from evolve.taskfile import TaskFileError, load_task
 from evolve.ui.console import console, errors
 
@@ -34,7 +35,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("task_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("task_file", required=False, type=click.Path(path_type=Path))
 @click.option(
     "--resume",
     is_flag=False,
@@ -78,7 +79,8 @@ def run(
     db: str | None,
     results: Path,
 ) -> None:
-    """Evolve the program of TASK_FILE (a task.yaml) within its budget."""
+    """Evolve the program of TASK_FILE within its budget: a task.yaml, or a folder holding
+    one, or an OpenEvolve folder (or its config.yaml)."""
     if (task_file is None) == (resume is None):
         raise click.UsageError("give a TASK_FILE, or --resume [RUN] to continue a run")
     if resume is not None and (seed is not None or name is not None):
@@ -89,6 +91,8 @@ def run(
         except TaskFileError as exc:
             errors.print(f"[red]error:[/red] {exc}", highlight=False)
             sys.exit(2)
+        for warning in task.warnings:
+            errors.print(f"[yellow]warning:[/yellow] {task.path}: {warning}", highlight=False)
         from evolve import launch  # imported once the task file has loaded: see the docstring
 
         launch.new_run(
@@ -139,6 +143,26 @@ def show(candidate_id: int, db: str | None, results: Path) -> None:
             errors.print(f"[red]error:[/red] no candidate #{candidate_id} in the store")
             sys.exit(2)
         console.print(candidate_view(store, candidate))
+
+
+@main.command()
+@click.argument("name", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--template",
+    type=click.Choice(starters()),
+    default="python",
+    show_default=True,
+    help="What to evolve: a Python program, a C kernel, any command, or LLVM inlining.",
+)
+def init(name: Path, template: str) -> None:
+    """Write a runnable task folder NAME to start from (every key of its task.yaml explained)."""
+    try:
+        written = scaffold(name, template)
+    except ValueError as exc:
+        errors.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(2)
+    console.print(f"wrote {name}/: {', '.join(p.name for p in written)}")
+    console.print(f"run it: evolve run {name}/task.yaml")
 
 
 @main.group()

@@ -10,16 +10,8 @@ from typing import Any
 
 import pytest
 
-from evolve.llm import (
-    BUILTIN_PRICES,
-    Completion,
-    LLMCall,
-    LLMClient,
-    ModelConfig,
-    Price,
-    cost,
-    parse_model,
-)
+from evolve.llm import BUILTIN_PRICES, LLMCall, ModelConfig, Price, cost, parse_model
+from evolve.llm.client import Completion, LLMClient
 from tests.fakes.llm_server import Empty, Fail, Reply, ScriptedLLMServer, Stall
 
 OPENAI_KEY = "sk-test-openai-4f1c"

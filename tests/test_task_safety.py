@@ -161,14 +161,14 @@ def test_a_fifo_task_file_is_refused_not_waited_on(tmp_path: Path) -> None:
     assert line == f"error: {path}: refused: not a regular file (a FIFO)"
 
 
-def test_a_device_or_folder_as_the_task_file_is_refused(tmp_path: Path) -> None:
+def test_a_device_or_a_folder_without_a_task_is_refused(tmp_path: Path) -> None:
     """/dev/zero never ends and a terminal may wait for input: neither is read at all."""
     with pytest.raises(TaskFileError) as caught:
         load_task(Path("/dev/zero"))
     assert caught.value.message == "refused: not a regular file (a character device)"
     with pytest.raises(TaskFileError) as caught:
         load_task(tmp_path)
-    assert caught.value.message == "refused: not a regular file (a folder)"
+    assert caught.value.message.startswith("a folder without a task.yaml, and not an OpenEvolve")
 
 
 def test_stored_text_over_the_cap_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

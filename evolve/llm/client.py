@@ -1,68 +1,35 @@
-"""One model request, made through the provider's own SDK, with the only retry loop there is.
+"""One model request, made through the provider's own SDK and the retry loop in retry.py.
 
 The SDKs' built-in retries are switched off so that every HTTP attempt passes through here
 and becomes an LLMCall: a storm of 429s shows up in the ledger, and its cost and waits are
-visible instead of hidden inside a library.
+visible instead of hidden inside a library. An empty reply comes back at once (text None,
+status "empty") and the caller decides what to do next.
 
-Retried: 429 (after its Retry-After, capped), 5xx, timeouts and lost connections, with
-exponential backoff and jitter where the server gave no Retry-After. Not retried: any other
-4xx (a bad key or request stays bad) and an empty reply. An empty reply is an answer the
-model was paid for; asking the same prompt again mostly buys the same nothing, so it is
-returned at once (text None, status "empty") and the caller decides what to do next.
+Importing this module loads both SDKs, which takes seconds: import it only where a model
+is called, never from a module the CLI loads to answer a command.
 """
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import anthropic
 import openai
 
+from evolve.llm import anthropic_requests, openai_requests
 from evolve.llm.config import ModelConfig
-from evolve.llm.conversation import (
-    AssistantTurn,
-    Tool,
-    ToolUse,
-    Turn,
-    anthropic_messages,
-    anthropic_tools,
-    openai_messages,
-    openai_tools,
-    parse_arguments,
-    render_turn,
-)
+from evolve.llm.conversation import AssistantTurn, Tool, Turn, render_turn
+from evolve.llm.failures import classify
 from evolve.llm.prices import BUILTIN_PRICES, Price, cost
+from evolve.llm.records import LLMCall
+from evolve.llm.retry import Attempt, retry
 from evolve.secrets import lookup
 
-Status = Literal["ok", "rate_limited", "server_error", "timeout", "empty", "error"]
-
-_RETRYABLE: frozenset[Status] = frozenset({"rate_limited", "server_error", "timeout"})
-_MAX_RETRY_AFTER_S = 60.0
-_BACKOFF_BASE_S = 1.0
-_BACKOFF_CAP_S = 30.0
 # Local servers (vLLM, Ollama, llama.cpp) often want no key, but the SDKs insist on one.
 _PLACEHOLDER_KEY = "no-key-needed"
-
-
-@dataclass(frozen=True)
-class LLMCall:
-    """One HTTP attempt, as the ledger and the USD budget see it. Holds no API key."""
-
-    provider: str
-    model: str
-    prompt: str
-    response: str
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float
-    latency_s: float
-    status: Status
-    error: str | None = None
-    priced: bool = True  # False: the model is in no price table, so cost_usd is 0.0, not real
 
 
 @dataclass(frozen=True)
@@ -79,16 +46,6 @@ class Exchange:
 
     turn: AssistantTurn | None
     calls: tuple[LLMCall, ...]
-
-
-@dataclass(frozen=True)
-class _Attempt:
-    status: Status
-    answer: Any = None  # the reply text, or an AssistantTurn in a conversation
-    input_tokens: int = 0
-    output_tokens: int = 0
-    error: str | None = None
-    retry_after: float | None = None
 
 
 class LLMClient:
@@ -136,8 +93,10 @@ class LLMClient:
 
         def ask(sdk: openai.OpenAI | anthropic.Anthropic) -> tuple[str | None, int, int]:
             if isinstance(sdk, openai.OpenAI):
-                return self._ask_openai(sdk, system, messages, max_tokens, temperature)
-            return self._ask_anthropic(sdk, system, messages, max_tokens)
+                return openai_requests.complete(
+                    sdk, self.config, system, messages, max_tokens, temperature
+                )
+            return anthropic_requests.complete(sdk, self.config, system, messages, max_tokens)
 
         prompt = self._clip(_render(system, messages))
         outcome, calls = self._exchange(prompt, ask, lambda text: not (text or "").strip())
@@ -158,8 +117,10 @@ class LLMClient:
 
         def ask(sdk: openai.OpenAI | anthropic.Anthropic) -> tuple[AssistantTurn, int, int]:
             if isinstance(sdk, openai.OpenAI):
-                return self._converse_openai(sdk, system, turns, tools, max_tokens, temperature)
-            return self._converse_anthropic(sdk, system, turns, tools, max_tokens)
+                return openai_requests.converse(
+                    sdk, self.config, system, turns, tools, max_tokens, temperature
+                )
+            return anthropic_requests.converse(sdk, self.config, system, turns, tools, max_tokens)
 
         parts = [f"[system]\n{system}"] if system else []
         prompt = self._clip("\n\n".join([*parts, *map(render_turn, turns)]))
@@ -178,25 +139,21 @@ class LLMClient:
         prompt: str,
         ask: Callable[[Any], tuple[Any, int, int]],
         is_empty: Callable[[Any], bool],
-    ) -> tuple[_Attempt, tuple[LLMCall, ...]]:
-        """The retry loop, the only one: each attempt becomes an LLMCall."""
-        calls: list[LLMCall] = []
-        for attempt in range(1, self.max_attempts + 1):
-            started = time.monotonic()
-            outcome = self._attempt(ask, is_empty)
-            calls.append(self._record(prompt, outcome, time.monotonic() - started))
-            if outcome.status not in _RETRYABLE or attempt == self.max_attempts:
-                break
-            self._sleep(_wait(attempt, outcome.retry_after))
-        return outcome, tuple(calls)
+    ) -> tuple[Attempt, tuple[LLMCall, ...]]:
+        return retry(
+            lambda: self._attempt(ask, is_empty),
+            lambda outcome, latency_s: self._record(prompt, outcome, latency_s),
+            self.max_attempts,
+            self._sleep,
+        )
 
     def _attempt(
         self, ask: Callable[[Any], tuple[Any, int, int]], is_empty: Callable[[Any], bool]
-    ) -> _Attempt:
+    ) -> Attempt:
         if self._sdk is None:
             key = self._read_key()
             if key is None:
-                return _Attempt(
+                return Attempt(
                     "error",
                     error=f"no API key for {self.config.label}: set {self.config.key_env}",
                 )
@@ -204,15 +161,15 @@ class LLMClient:
         try:
             answer, tokens_in, tokens_out = ask(self._sdk)
         except (openai.APIError, anthropic.APIError) as failure:
-            return self._failed(failure)
+            return classify(failure, self.config, self.timeout_s, self._redact)
         if is_empty(answer):
-            return _Attempt(
+            return Attempt(
                 "empty",
                 input_tokens=tokens_in,
                 output_tokens=tokens_out,
                 error="the model replied with no text",
             )
-        return _Attempt("ok", answer, input_tokens=tokens_in, output_tokens=tokens_out)
+        return Attempt("ok", answer, input_tokens=tokens_in, output_tokens=tokens_out)
 
     def _read_key(self) -> str | None:
         """The key lent to this proposal task, or where none is lent (the driver, a script),
@@ -229,123 +186,13 @@ class LLMClient:
         )
         self._api_key = key
 
-    def _openai_options(self, max_tokens: int, temperature: float | None) -> dict[str, Any]:
-        # OpenAI's reasoning models refuse max_tokens; compatible servers may not know the
-        # newer max_completion_tokens.
-        limit = "max_tokens" if self.config.base_url else "max_completion_tokens"
-        options: dict[str, Any] = {limit: max_tokens}
-        if temperature is not None:
-            options["temperature"] = temperature
-        return options
-
-    def _ask_openai(
-        self,
-        sdk: openai.OpenAI,
-        system: str,
-        messages: list[dict[str, str]],
-        max_tokens: int,
-        temperature: float | None,
-    ) -> tuple[str | None, int, int]:
-        head = [{"role": "system", "content": system}] if system else []
-        reply = sdk.chat.completions.create(
-            model=self.config.model,
-            messages=[*head, *messages],
-            **self._openai_options(max_tokens, temperature),
-        )
-        usage = reply.usage
-        text = reply.choices[0].message.content if reply.choices else None
-        return text, usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0
-
-    def _ask_anthropic(
-        self, sdk: anthropic.Anthropic, system: str, messages: list[dict[str, str]], max_tokens: int
-    ) -> tuple[str | None, int, int]:
-        options: dict[str, Any] = {"max_tokens": max_tokens}
-        if system:
-            options["system"] = system
-        reply = sdk.messages.create(model=self.config.model, messages=messages, **options)
-        text = "".join(block.text for block in reply.content if block.type == "text")
-        return text, reply.usage.input_tokens, reply.usage.output_tokens
-
-    def _converse_openai(
-        self,
-        sdk: openai.OpenAI,
-        system: str,
-        turns: Sequence[Turn],
-        tools: Sequence[Tool],
-        max_tokens: int,
-        temperature: float | None,
-    ) -> tuple[AssistantTurn, int, int]:
-        reply = sdk.chat.completions.create(
-            model=self.config.model,
-            messages=openai_messages(system, turns),  # type: ignore[arg-type]
-            tools=openai_tools(tools),  # type: ignore[arg-type]
-            **self._openai_options(max_tokens, temperature),
-        )
-        usage = reply.usage
-        tokens = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
-        if not reply.choices:
-            return AssistantTurn(), *tokens
-        message = reply.choices[0].message
-        uses = tuple(
-            parse_arguments(call.id, call.function.name, call.function.arguments)
-            for call in message.tool_calls or ()
-            if call.type == "function"
-        )
-        return AssistantTurn(message.content or "", uses), *tokens
-
-    def _converse_anthropic(
-        self,
-        sdk: anthropic.Anthropic,
-        system: str,
-        turns: Sequence[Turn],
-        tools: Sequence[Tool],
-        max_tokens: int,
-    ) -> tuple[AssistantTurn, int, int]:
-        options: dict[str, Any] = {"max_tokens": max_tokens, "tools": anthropic_tools(tools)}
-        if system:
-            options["system"] = system
-        reply = sdk.messages.create(
-            model=self.config.model, messages=anthropic_messages(turns), **options
-        )
-        text = "".join(block.text for block in reply.content if block.type == "text")
-        uses = tuple(
-            ToolUse(block.id, block.name, block.input)
-            if isinstance(block.input, dict)
-            else ToolUse(block.id, block.name, {}, malformed="the input must be a JSON object")
-            for block in reply.content
-            if block.type == "tool_use"
-        )
-        return AssistantTurn(text, uses), reply.usage.input_tokens, reply.usage.output_tokens
-
-    def _failed(self, failure: openai.APIError | anthropic.APIError) -> _Attempt:
-        where = self.config.base_url or f"the {self.config.provider} API"
-        if isinstance(failure, openai.APITimeoutError | anthropic.APITimeoutError):
-            return _Attempt("timeout", error=f"no reply from {where} within {self.timeout_s:g} s")
-        if isinstance(failure, openai.APIConnectionError | anthropic.APIConnectionError):
-            # A server that is down or restarting: its side failed, so worth another try.
-            cause = failure.__cause__ or failure
-            return _Attempt("server_error", error=f"cannot reach {where}: {cause}")
-        if not isinstance(failure, openai.APIStatusError | anthropic.APIStatusError):
-            return _Attempt("error", error=self._redact(f"bad reply from {where}: {failure}"))
-        code = failure.status_code
-        message = f"HTTP {code} from {self.config.label}: {_server_message(failure)}"
-        if code in (401, 403):
-            message += f" (the key is read from {self.config.key_env}: is it set and valid?)"
-        elif code == 404:
-            message += f" (is {self.config.model!r} a model that {where} serves?)"
-        status: Status = (
-            "rate_limited" if code == 429 else "server_error" if code >= 500 else "error"
-        )
-        retry_after = _retry_after(failure.response.headers.get("retry-after"))
-        return _Attempt(status, error=self._redact(message), retry_after=retry_after)
-
     def _redact(self, text: str) -> str:
         """Servers echo keys back in auth errors; none may reach a record."""
         if self._api_key and self._api_key != _PLACEHOLDER_KEY:
             return text.replace(self._api_key, "[redacted]")
         return text
 
-    def _record(self, prompt: str, outcome: _Attempt, latency_s: float) -> LLMCall:
+    def _record(self, prompt: str, outcome: Attempt, latency_s: float) -> LLMCall:
         return LLMCall(
             provider=self.config.vendor,
             model=self.config.model,
@@ -380,28 +227,3 @@ def _response_text(answer: Any) -> str:
     if isinstance(answer, AssistantTurn):
         return render_turn(answer).removeprefix("[assistant]\n")
     return answer or ""
-
-
-def _server_message(failure: openai.APIStatusError | anthropic.APIStatusError) -> str:
-    """The provider's own words, from either error shape ({error: {message}} or {message})."""
-    body = failure.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-    return failure.message
-
-
-def _retry_after(header: str | None) -> float | None:
-    """Seconds from a Retry-After header; the HTTP-date form falls back to backoff."""
-    try:
-        return max(0.0, float(header)) if header is not None else None
-    except ValueError:
-        return None
-
-
-def _wait(attempt: int, retry_after: float | None) -> float:
-    if retry_after is not None:
-        return min(retry_after, _MAX_RETRY_AFTER_S)
-    ceiling = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** (attempt - 1))
-    return ceiling * random.uniform(0.5, 1.0)

@@ -17,10 +17,12 @@ def make_mutator(
     if spec.name not in LLM_OPERATORS:
         return MUTATORS[spec.name](spec.params)
     llm = task.spec.llm
-    assert llm is not None, "the task loader refuses LLM operators without an llm section"
+    if llm is None:
+        raise ValueError("the task loader refuses LLM operators without an llm section")
     templates = task.root / llm.templates if llm.templates else None
     if spec.name == "agent":
-        assert services is not None, "the engine gives the agent its services"
+        if services is None:
+            raise ValueError("the engine gives the agent its services")
         return Agent(spec.params, llm, prompt_context(task), templates, services)
     return LLMEditor(spec.name, spec.params, llm, prompt_context(task), templates)
 

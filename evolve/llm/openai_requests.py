@@ -1,0 +1,77 @@
+"""Requests in OpenAI's Chat Completions shape, which compatible local servers also speak."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import openai
+
+from evolve.llm.config import ModelConfig
+from evolve.llm.conversation import (
+    AssistantTurn,
+    Tool,
+    Turn,
+    openai_messages,
+    openai_tools,
+    parse_arguments,
+)
+
+
+def complete(
+    sdk: openai.OpenAI,
+    config: ModelConfig,
+    system: str,
+    messages: list[dict[str, str]],
+    max_tokens: int,
+    temperature: float | None,
+) -> tuple[str | None, int, int]:
+    """The reply text and the tokens in and out."""
+    head = [{"role": "system", "content": system}] if system else []
+    reply = sdk.chat.completions.create(
+        model=config.model,
+        messages=[*head, *messages],
+        **_options(config, max_tokens, temperature),
+    )
+    usage = reply.usage
+    text = reply.choices[0].message.content if reply.choices else None
+    return text, usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0
+
+
+def converse(
+    sdk: openai.OpenAI,
+    config: ModelConfig,
+    system: str,
+    turns: Sequence[Turn],
+    tools: Sequence[Tool],
+    max_tokens: int,
+    temperature: float | None,
+) -> tuple[AssistantTurn, int, int]:
+    """The assistant's turn, its tool calls read from `tool_calls`, and the tokens."""
+    reply = sdk.chat.completions.create(
+        model=config.model,
+        messages=openai_messages(system, turns),  # type: ignore[arg-type]
+        tools=openai_tools(tools),  # type: ignore[arg-type]
+        **_options(config, max_tokens, temperature),
+    )
+    usage = reply.usage
+    tokens = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
+    if not reply.choices:
+        return AssistantTurn(), *tokens
+    message = reply.choices[0].message
+    uses = tuple(
+        parse_arguments(call.id, call.function.name, call.function.arguments)
+        for call in message.tool_calls or ()
+        if call.type == "function"
+    )
+    return AssistantTurn(message.content or "", uses), *tokens
+
+
+def _options(config: ModelConfig, max_tokens: int, temperature: float | None) -> dict[str, Any]:
+    # OpenAI's reasoning models refuse max_tokens; compatible servers may not know the
+    # newer max_completion_tokens.
+    limit = "max_tokens" if config.base_url else "max_completion_tokens"
+    options: dict[str, Any] = {limit: max_tokens}
+    if temperature is not None:
+        options["temperature"] = temperature
+    return options

@@ -1,0 +1,167 @@
+"""What the task schema cannot see, checked before a run starts: files on disk, installed
+plugins, evaluator and mutator params, knob syntax, model keys. Every failure is collected
+with the line of its node, so one edit can fix them all.
+
+Every file the task names is read through taskpaths.py, which keeps it inside the task
+folder and fingerprints it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import ValidationError
+from yaml.nodes import MappingNode, SequenceNode
+
+from evolve.evaluator import Evaluator, evaluator_class
+from evolve.knobs import find_knobs
+from evolve.mutators import LLM_OPERATORS, MUTATORS
+from evolve.mutators.llm import model_config
+from evolve.program import Program, ProgramError
+from evolve.task import TaskSpec
+from evolve.taskpaths import TaskPathError, confine, read_task_file
+from evolve.taskproblems import (
+    Loc,
+    Placement,
+    Problem,
+    as_written,
+    field_path,
+    locate,
+    schema_problems,
+)
+
+
+class TaskChecks:
+    """One task's checks, held together because a later one uses what an earlier one made:
+    the objectives are vetted by the evaluator that `evaluator` built."""
+
+    def __init__(
+        self, spec: TaskSpec, root: Path, tree: MappingNode, place: Placement = as_written
+    ) -> None:
+        self.spec, self.root, self.tree, self.place = spec, root, tree, place
+        self.problems: list[Problem] = []
+        self.made: Evaluator | None = None  # the evaluator, once its params are known good
+
+    def fail(self, loc: Loc, message: str) -> None:
+        loc = self.place(loc)
+        self.problems.append(Problem(locate(self.tree, loc)[1], field_path(loc), message))
+
+    def seed(self) -> Program | None:
+        listed = isinstance(locate(self.tree, ("seed",))[0], SequenceNode)
+        files: dict[str, str] = {}
+        for i, entry in enumerate(self.spec.seed):
+            loc: Loc = ("seed", i) if listed else ("seed",)
+            text = self._read(entry, loc)
+            if entry in files:
+                self.fail(loc, f"{entry!r} is listed twice")
+            elif text is not None:
+                files[entry] = text
+        if len(files) < len(self.spec.seed):
+            return None
+        try:
+            program = Program(files)
+            find_knobs(program)
+        except ProgramError as exc:
+            self.fail(("seed",), str(exc))
+            return None
+        return program
+
+    def notes(self) -> str:
+        if self.spec.notes is None:
+            return ""
+        return self._read(self.spec.notes, ("notes",)) or ""
+
+    def evaluator(self) -> None:
+        spec = self.spec.evaluator
+        try:
+            cls = evaluator_class(spec.name)
+        except KeyError as exc:
+            self.fail(("evaluator", "name"), exc.args[0])
+            return
+        except (ImportError, AttributeError) as exc:
+            self.fail(("evaluator", "name"), f"plugin {spec.name!r} is installed but broken: {exc}")
+            return
+        try:
+            self.made = cls(spec.params, self.root)
+        except ValidationError as exc:
+            self.problems += schema_problems(
+                exc, self.tree, ("evaluator", "params"), None, self.place
+            )
+        except TaskPathError as exc:
+            self.fail(("evaluator", "params", exc.param), exc.message)
+        except (ValueError, OSError) as exc:
+            self.fail(("evaluator", "params"), str(exc))
+
+    def mutators(self) -> None:
+        known = ", ".join(sorted(MUTATORS))
+        for i, mutator in enumerate(self.spec.mutators):
+            if mutator.name not in MUTATORS:
+                message = f"unknown mutator {mutator.name!r} (known: {known})"
+                self.fail(("mutators", i, "name"), message)
+                continue
+            if mutator.name in LLM_OPERATORS and self.spec.llm is None:
+                message = f"{mutator.name!r} asks a model: add an `llm:` section naming one"
+                self.fail(("mutators", i, "name"), message)
+            try:
+                MUTATORS[mutator.name].Params.model_validate(mutator.params)
+            except ValidationError as exc:
+                self.problems += schema_problems(
+                    exc, self.tree, ("mutators", i, "params"), None, self.place
+                )
+
+    def llm(self) -> None:
+        """Models must parse, and their keys must be there now rather than fail mid-run."""
+        llm = self.spec.llm
+        if llm is None:
+            return
+        if llm.templates is not None:
+            self._templates(llm.templates)
+        for i, spec in enumerate(llm.models):
+            try:
+                config = model_config(spec)
+            except ValueError as exc:
+                self.fail(("llm", "models", i, "model"), str(exc))
+                continue
+            if spec.base_url is None and not os.environ.get(config.key_env):
+                self.fail(
+                    ("llm", "models", i, "model"), f"set {config.key_env} to use {config.label}"
+                )
+            if config.provider == "anthropic" and llm.temperature is not None:
+                message = "the anthropic SDK takes no temperature: remove it or the model"
+                self.fail(("llm", "temperature"), message)
+
+    def objectives(self) -> None:
+        first: dict[str, int] = {}
+        for i, objective in enumerate(self.spec.objectives):
+            if objective.name in first:
+                where = f"objectives[{first[objective.name]}]"
+                self.fail(("objectives", i, "name"), f"{objective.name!r} is already {where}")
+            first.setdefault(objective.name, i)
+            vet = getattr(self.made, "metric_problem", None)
+            problem = vet(objective.name) if callable(vet) else None
+            if problem:
+                self.fail(("objectives", i, "name"), problem)
+
+    def _templates(self, folder: str) -> None:
+        """The prompt templates the task overrides: each one read now, so that one leading
+        out of the folder is refused and an edit to one shows in the task's fingerprint."""
+        loc = ("llm", "templates")
+        try:
+            found = confine(self.root, folder, "templates")
+        except TaskPathError as exc:
+            self.fail(loc, exc.message)
+            return
+        if not found.is_dir():
+            self.fail(loc, f"{folder!r} is not a folder (looked for {found})")
+            return
+        for template in sorted(found.glob("*.txt")):
+            self._read((Path(folder) / template.name).as_posix(), loc)
+
+    def _read(self, entry: str, loc: Loc) -> str | None:
+        """A file named in the task; confined to the task folder so a task is self-contained."""
+        try:
+            return read_task_file(self.root, entry, field_path(loc))
+        except TaskPathError as exc:
+            self.fail(loc, exc.message)
+            return None
