@@ -31,8 +31,7 @@ from evolve.champion import Champion, Decision, Referee
 from evolve.dispatch import Dispatcher, Job
 from evolve.evaluator import Evaluator
 from evolve.events import Event, EventLog, Observer, Snapshot
-from evolve.mutators.agent_tools import AgentServices
-from evolve.mutators.factory import make_mutator
+from evolve.mutators.factory import make_mutators
 from evolve.pool import WorkerPool
 from evolve.proposals import Proposer
 from evolve.results import ERROR, EvalResult
@@ -80,11 +79,12 @@ class Engine:
         self.candidates = CandidateCache(store)
         self.champion = Champion(Referee(self.spec.champion, store), results_dir, run.name)
         self.strategy = IslandStrategy(self.spec.search, self.seed_id)
-        services = self._agent_services(evaluator)
-        self.reader = services.reader if services else None
+        mutators, self.reader = make_mutators(
+            task, evaluator, store_url=store.url, run_name=run.name
+        )
         self.proposer = Proposer(
             self.spec,
-            {m.name: make_mutator(m, task, services) for m in self.spec.mutators},
+            mutators,
             store=store,
             run_name=run.name,
             strategy=self.strategy,
@@ -112,14 +112,6 @@ class Engine:
         if seed is None:
             raise RuntimeError(f"run {self.run_name} has candidates but no seed")
         return seed.id
-
-    def _agent_services(self, evaluator: Evaluator) -> AgentServices | None:
-        """Drafts run in a sandbox like the workers'; the store is read through an actor on
-        this node, so agents on other machines see the run too."""
-        if not any(m.name == "agent" for m in self.spec.mutators):
-            return None
-        reader = workers.start_store_reader(self.store.url, self.run_name)
-        return AgentServices(evaluator, self.spec.sandbox, reader)
 
     def _restore(self) -> None:
         """Rebuild selection state from the store: scores, islands, migrations, champion."""

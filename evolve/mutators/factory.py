@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+from ray.actor import ActorHandle
+
+from evolve.evaluator import Evaluator
 from evolve.hardware import describe_hardware
 from evolve.mutators import LLM_OPERATORS, MUTATORS, Agent, LLMEditor, Mutator
 from evolve.mutators.agent_tools import AgentServices
 from evolve.mutators.prompt import PromptContext
 from evolve.task import MutatorSpec
 from evolve.taskfile import LoadedTask
+from evolve.workers import start_store_reader
+
+
+def make_mutators(
+    task: LoadedTask, evaluator: Evaluator, *, store_url: str, run_name: str
+) -> tuple[dict[str, Mutator], ActorHandle | None]:
+    """Every mutator the task names, by name. An agent's drafts run in a sandbox like the
+    workers', and it reads the store through an actor on this node, so agents on other
+    machines see the run too: that actor is returned, for the caller to end with the run."""
+    services = reader = None
+    if any(m.name == "agent" for m in task.spec.mutators):
+        reader = start_store_reader(store_url, run_name)
+        services = AgentServices(evaluator, task.spec.sandbox, reader)
+    return {m.name: make_mutator(m, task, services) for m in task.spec.mutators}, reader
 
 
 def make_mutator(
