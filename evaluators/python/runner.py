@@ -1,0 +1,151 @@
+"""Runs one function of a task's evaluator.py inside the sandbox, beside the candidate.
+
+Shipped into the job as a file and run with the sandbox's own Python, so it uses the
+standard library only:
+
+    python -I -B RUNNER EVALUATOR FUNCTION PROGRAM RESULT
+
+It imports EVALUATOR (a path in the work dir), calls FUNCTION(PROGRAM's absolute path),
+turns what comes back into plain numbers and strings, and writes them as JSON to RESULT:
+{"metrics": {...}, "artifacts": {...}}, or {"error": traceback} when the call raised. It
+exits 0 whenever it wrote RESULT; how the job ended otherwise is the sandbox's to report.
+
+This file is trusted, but it shares its process with the candidate, which can change
+anything in it; the evaluator outside the sandbox checks what it wrote (evaluators/python/
+outcome.py), and only a task's verify.py can make the numbers trustworthy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import importlib.util
+import inspect
+import json
+import math
+import numbers
+import os
+import sys
+import traceback
+import types
+from typing import Any
+
+
+def install_evaluation_result() -> None:
+    """OpenEvolve's evaluators import `openevolve.evaluation_result.EvaluationResult`; when
+    OpenEvolve is not installed, a stand-in with the same two fields takes its place."""
+    try:
+        import openevolve.evaluation_result  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        return
+
+    @dataclasses.dataclass
+    class EvaluationResult:
+        metrics: dict
+        artifacts: dict = dataclasses.field(default_factory=dict)
+
+    package = types.ModuleType("openevolve")
+    package.__path__ = []
+    module = types.ModuleType("openevolve.evaluation_result")
+    EvaluationResult.__module__ = module.__name__
+    module.EvaluationResult = EvaluationResult
+    package.evaluation_result = module
+    sys.modules["openevolve"] = package
+    sys.modules["openevolve.evaluation_result"] = module
+
+
+def load(path: str) -> types.ModuleType:
+    """The evaluator module, registered under its file's stem (as a plain import would) with
+    its folder first on sys.path, so that it can import the helpers shipped beside it."""
+    folder = os.path.dirname(os.path.abspath(path))
+    sys.path[:0] = [folder, os.getcwd()]
+    name = os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def as_number(value: Any) -> float | None:
+    """The value as a float if it is a number (a bool, numpy scalars and 0-d arrays too),
+    else None. NaN and infinities stay what they are."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and getattr(value, "shape", None) == () and dtype.kind in "biuf":
+        value = value.item()
+    if isinstance(value, numbers.Real):
+        try:
+            return float(value)
+        except OverflowError:  # an int too large for a float
+            return math.inf if value > 0 else -math.inf
+    return None
+
+
+def as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def normalise(returned: Any) -> dict[str, dict[str, Any]]:
+    """Numeric metrics and text artifacts from a dict of metrics or an object with .metrics
+    (and .artifacts). A metric that is not a number becomes an artifact of the same name,
+    or of NAME (metric) where an artifact holds that name already."""
+    if isinstance(returned, dict):
+        raw_metrics, raw_artifacts = returned, {}
+    elif isinstance(getattr(returned, "metrics", None), dict):
+        raw_metrics = returned.metrics
+        raw_artifacts = getattr(returned, "artifacts", None) or {}
+        if not isinstance(raw_artifacts, dict):
+            raw_artifacts = {"artifacts": raw_artifacts}
+    else:
+        raise TypeError(
+            f"the evaluator returned {type(returned).__name__}, not a dict of metrics or an "
+            "object with .metrics (OpenEvolve's EvaluationResult)"
+        )
+    artifacts = {str(name): as_text(value) for name, value in raw_artifacts.items()}
+    metrics: dict[str, float] = {}
+    for name, value in raw_metrics.items():
+        number = as_number(value)
+        if number is not None:
+            metrics[str(name)] = number
+        else:
+            key = str(name) if str(name) not in artifacts else f"{name} (metric)"
+            artifacts[key] = as_text(value)
+    return {"metrics": metrics, "artifacts": artifacts}
+
+
+def call(module: types.ModuleType, function: str, program: str) -> Any:
+    target = getattr(module, function, None)
+    if not callable(target):
+        raise AttributeError(f"{module.__name__} has no function {function}")
+    returned = target(program)
+    if inspect.isawaitable(returned):
+        returned = asyncio.run(returned)
+    return returned
+
+
+def main(argv: list[str]) -> int:
+    evaluator, function, program, result = argv
+    install_evaluation_result()
+    try:
+        returned = call(load(evaluator), function, os.path.abspath(program))
+        outcome: dict[str, Any] = normalise(returned)
+    except BaseException:  # SystemExit and KeyboardInterrupt from the evaluator too
+        outcome = {"error": traceback.format_exc()}
+    with open(result, "w", encoding="utf-8") as stream:
+        json.dump(outcome, stream)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

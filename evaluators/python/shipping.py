@@ -1,0 +1,101 @@
+"""Which of the task's files go into the sandbox beside the candidate, read once at load.
+
+The in-sandbox evaluator may need data files or helper modules, and an OpenEvolve folder
+does not say which, so by default every file directly in the task folder goes, except the
+task's and OpenEvolve's configs, hidden files and the verify file. The verify file never
+goes, whatever `files` says: it is what a candidate must not be able to read or change.
+Files are read through read_task_file, so each stays inside the task folder, is text, and
+is fingerprinted for `--resume`; the text travels inside the pickled evaluator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from evaluators.python.params import PythonParams
+from evolve.taskpaths import TaskPathError, confine, read_task_file
+
+RUNNER = "__evolve_runner__.py"  # evaluators/python/runner.py, in the work dir
+RESULT = "__evolve_result__.json"  # what the runner writes and the evaluator collects
+RESERVED = frozenset({RUNNER, RESULT})
+CONFIG_NAMES = frozenset({"task.yaml", "task.yml", "config.yaml", "config.yml"})
+MAX_SHIPPED_BYTES = 16 * 1024**2
+
+
+@dataclass(frozen=True)
+class Shipment:
+    evaluator: str  # the evaluator file's path in the work dir
+    evaluator_text: str
+    files: dict[str, bytes]  # by path in the work dir; the evaluator file included
+
+
+def gather(task_dir: Path, params: PythonParams) -> Shipment:
+    """The evaluator file and the files `params.files` names (or the default set), read and
+    checked; TaskPathError names the param and the file that cannot go."""
+    root = task_dir.resolve()
+    evaluator_path = confine(task_dir, params.evaluator, "evaluator")
+    text = read_task_file(task_dir, params.evaluator, "evaluator")
+    secret = confine(task_dir, params.verify, "verify") if params.verify else None
+    if secret == evaluator_path:
+        raise TaskPathError("verify", "must be a file of its own: the evaluator file is shipped")
+    evaluator = _name(root, evaluator_path)
+    if params.files is None:
+        names = _default(root, secret)
+    else:
+        names = _matching(root, params.files, secret)
+    files = {evaluator: text.encode()}
+    for name in names:
+        files.setdefault(name, read_task_file(task_dir, name, "files").encode())
+    clash = sorted(RESERVED.intersection(files))
+    if clash:
+        raise TaskPathError("files", f"{', '.join(clash)}: the evaluator's own names in the job")
+    total = sum(len(data) for data in files.values())
+    if total > MAX_SHIPPED_BYTES:
+        raise TaskPathError(
+            "files",
+            f"the files to ship into the sandbox hold {total} bytes, over the "
+            f"{MAX_SHIPPED_BYTES // 1024**2} MiB cap: name the ones the evaluator needs "
+            "with `files: [...]`",
+        )
+    return Shipment(evaluator, text, files)
+
+
+def _name(root: Path, target: Path) -> str:
+    return target.relative_to(root).as_posix()
+
+
+def _default(root: Path, secret: Path | None) -> list[str]:
+    """Regular files directly in the folder, less configs, hidden files and the verify file."""
+    return sorted(
+        path.name
+        for path in root.iterdir()
+        if path.is_file()
+        and not path.name.startswith(".")
+        and path.name not in CONFIG_NAMES
+        and path.resolve() != secret
+    )
+
+
+def _matching(root: Path, patterns: list[str], secret: Path | None) -> list[str]:
+    """The regular files each glob matches; one that matches none is an error, as a typo
+    would otherwise leave the evaluator without its file until the first evaluation."""
+    names: list[str] = []
+    for pattern in patterns:
+        pure = PurePosixPath(pattern)
+        if not pattern or pure.is_absolute() or ".." in pure.parts:
+            raise TaskPathError(
+                "files", f"{pattern!r}: give globs relative to the task folder, inside it"
+            )
+        matched = sorted(path for path in root.glob(pattern) if path.is_file())
+        if not matched:
+            raise TaskPathError("files", f"{pattern!r} matches no file in {root}")
+        for path in matched:
+            if path.resolve() == secret:
+                raise TaskPathError(
+                    "files",
+                    f"{pattern!r} matches the verify file, which must never reach the "
+                    "sandbox: a candidate could read it or change it there",
+                )
+            names.append(_name(root, path))
+    return names
