@@ -552,6 +552,31 @@ def test_the_function_minimization_example_runs_its_cascade(sandbox: Sandbox) ->
     assert 0 < result.metrics["combined_score"] <= 1
 
 
+BETTER_PROMPT = """# EVOLVE-BLOCK-START
+Reply in JSON with the keys "order" and "reply", concisely.
+Apologise for delays. Never promise a refund. Escalate damaged items to a human.
+# EVOLVE-BLOCK-END
+"""
+
+
+def test_the_prompt_task_scores_text_the_same_every_time_and_rewards_better_prompts(
+    sandbox: Sandbox,
+) -> None:
+    loaded = load_task(ROOT / "tasks" / "prompt_optimization" / "task.yaml")
+    evaluator = PythonEvaluator(loaded.spec.evaluator.params, loaded.root)
+    evaluator.limits = Limits(timeout_s=20)
+    first = evaluator.evaluate(loaded.seed, sandbox, seed=1)
+    again = evaluator.evaluate(loaded.seed, sandbox, seed=2)
+    assert first.status == "ok", first.feedback
+    assert first.metrics == again.metrics, "no model, no noise: the same prompt, the same score"
+    assert first.metrics["rubric"] < 0.5
+    assert "machine_readable" in first.artifacts["failed_checks"]  # what the model is told
+
+    better = evaluator.evaluate(Program({"prompt.txt": BETTER_PROMPT}), sandbox, seed=0)
+    assert better.metrics["rubric"] == 1.0, better.artifacts.get("failed_checks")
+    assert better.metrics["combined_score"] > first.metrics["combined_score"]
+
+
 def test_evolve_runs_the_circle_packing_example(tmp_path: Path) -> None:
     folder = tmp_path / "circle_packing"
     shutil.copytree(ROOT / "tasks" / "circle_packing", folder)
