@@ -37,7 +37,9 @@ class Job:
 
 
 class Dispatcher:
-    def __init__(self, pool: WorkerPool, watchdog: Watchdog[ray.ObjectRef], events: EventLog):
+    def __init__(
+        self, pool: WorkerPool, watchdog: Watchdog[ray.ObjectRef], events: EventLog
+    ) -> None:
         self.pool, self.watchdog, self.events = pool, watchdog, events
         self.outage = Outage()
         self.queue: deque[Job] = deque()
