@@ -14,6 +14,9 @@ import pytest
 import ray
 
 from evolve import cluster
+from evolve.sandbox import Sandbox
+from sandboxes import DockerSandbox, ProcessSandbox, docker_available
+from sandboxes.isolation import detect
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,11 +39,26 @@ CANARY_SECRET = "hunter2-evolve-canary-7f3a"
 def pytest_sessionstart(session: pytest.Session) -> None:
     """CI sets EVOLVE_REQUIRE_DOCKER=1 so that the Docker tests run there, never skip."""
     if os.environ.get("EVOLVE_REQUIRE_DOCKER") == "1":
-        from sandboxes import docker_available
-
         ok, why = docker_available()
         if not ok:
             raise pytest.UsageError(f"EVOLVE_REQUIRE_DOCKER=1, but {why}")
+
+
+def open_backend(backend: str) -> Sandbox:
+    """A real sandbox of `backend` for a test parametrized over backends. It skips where the
+    backend cannot run here, except in CI (EVOLVE_REQUIRE_DOCKER=1), where every one must."""
+    required = os.environ.get("EVOLVE_REQUIRE_DOCKER") == "1"
+    if backend == "docker":
+        ok, why = docker_available()
+        if not ok:
+            pytest.skip(f"no Docker sandbox here: {why}")
+        return DockerSandbox()
+    isolation = detect()
+    if isolation.tool is None:
+        if required:
+            pytest.fail(f"the process sandbox cannot isolate here: {isolation.detail}")
+        pytest.skip(isolation.detail)
+    return ProcessSandbox()
 
 
 @pytest.fixture(scope="session")

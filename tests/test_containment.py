@@ -20,28 +20,16 @@ from pathlib import Path
 import pytest
 
 from evolve.sandbox import Limits, Sandbox
-from sandboxes import DockerSandbox, ProcessSandbox, docker_available
-from sandboxes.isolation import detect
+from sandboxes import DockerSandbox
+from tests.conftest import open_backend
 
-DOCKER_OK, DOCKER_WHY = docker_available()
 GONE_WITHIN_S = 5.0
 HOST_SECRET = "evolve-containment-secret-4be1"
 
 
 @pytest.fixture(scope="module", params=["process", "docker"])
 def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
-    required = os.environ.get("EVOLVE_REQUIRE_DOCKER") == "1"  # CI: every backend, no skips
-    if request.param == "docker":
-        if not DOCKER_OK:
-            pytest.skip(f"no Docker sandbox here: {DOCKER_WHY}")
-        box: Sandbox = DockerSandbox()
-    else:
-        isolation = detect()
-        if isolation.tool is None:
-            if required:
-                pytest.fail(f"the process sandbox cannot isolate here: {isolation.detail}")
-            pytest.skip(isolation.detail)
-        box = ProcessSandbox()
+    box = open_backend(request.param)
     yield box
     box.close()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
 import re
 import shutil
 import subprocess
@@ -27,11 +26,9 @@ from evolve.sandbox import Limits, Sandbox
 from evolve.store import Store
 from evolve.taskfile import TaskFileError, load_task
 from evolve.watchdog import sandbox_time
-from sandboxes import DockerSandbox, ProcessSandbox, docker_available
-from sandboxes.isolation import detect
+from tests.conftest import open_backend
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCKER_OK, DOCKER_WHY = docker_available()
 EVOLVE = [sys.executable, "-m", "evolve"]
 
 LOAD = """\
@@ -54,18 +51,7 @@ BACKENDS = ["process", pytest.param("docker", marks=pytest.mark.docker)]
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
-    required = os.environ.get("EVOLVE_REQUIRE_DOCKER") == "1"  # CI: every backend, no skips
-    if request.param == "docker":
-        if not DOCKER_OK:
-            pytest.skip(f"no Docker sandbox here: {DOCKER_WHY}")
-        box: Sandbox = DockerSandbox()
-    else:
-        isolation = detect()
-        if isolation.tool is None:
-            if required:
-                pytest.fail(f"the process sandbox cannot isolate here: {isolation.detail}")
-            pytest.skip(isolation.detail)
-        box = ProcessSandbox()
+    box = open_backend(request.param)
     yield box
     box.close()
 

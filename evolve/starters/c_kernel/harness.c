@@ -1,32 +1,18 @@
-/* stencil_c's harness: the evaluator's buffers to `stencil`'s signature.
+/* The harness: the evaluator's buffers to the kernel's signature.
  *
- * The input is the n*n fp32 grid (row-major), the output the grid after `steps` sweeps. The
- * scratch grid is the harness's, not the candidate's, so that a kernel needs no allocation
- * of its own: the second grid of a ping-pong is part of the problem, not an optimisation.
+ * Inputs arrive packed in the order reference.py's make_inputs lists them: the n x n matrix
+ * A (row-major fp32), then the vector x. The output is y = A x. The evaluator's driver calls
+ * evolve_call once per kernel call, with fresh inputs every time.
  */
-#include <stdio.h>
-#include <stdlib.h>
-
 #include "evolve_kernel.h"
 
-void stencil(int n, int steps, const float *restrict in, float *restrict out, float *restrict tmp);
+void matvec(int n, const float *restrict A, const float *restrict x, float *restrict y);
 
-static int n, steps;
-static float *tmp;
+static int n;
 
-void evolve_setup(int argc, char **argv) {
-  n = (int)evolve_size(argc, argv, "n");
-  steps = (int)evolve_size(argc, argv, "steps");
-  if (n < 3 || steps < 1) {
-    fprintf(stderr, "harness: need n >= 3 and steps >= 1\n");
-    exit(2);
-  }
-  size_t bytes = ((size_t)n * n * sizeof(float) + 63) / 64 * 64;
-  tmp = aligned_alloc(64, bytes);
-  if (!tmp) {
-    fprintf(stderr, "harness: out of memory\n");
-    exit(2);
-  }
+void evolve_setup(int argc, char **argv) { n = (int)evolve_size(argc, argv, "n"); }
+
+void evolve_call(const void *inputs, void *output) {
+  const float *A = inputs;
+  matvec(n, A, A + (size_t)n * n, output);
 }
-
-void evolve_call(const void *inputs, void *output) { stencil(n, steps, inputs, output, tmp); }
