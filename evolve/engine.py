@@ -70,7 +70,8 @@ class Engine:
         # Seeded by the run's seed and its progress, so a resumed run makes its choices
         # deterministically too.
         self.rng = random.Random(f"{run.seed}:{self.added}")
-        self.seed_id = self._seed()
+        self.seed_id = store.plant_seed(run.name, task.seed).id
+        self.added = max(self.added, 1)
         self.events = EventLog(observer)
         self.budgets = Budgets(self.spec.budget, store, run.name, wall_used_s=run.wall_s_used)
         self.pool = WorkerPool(evaluator, self.spec.sandbox, task.seed, workers)
@@ -95,23 +96,6 @@ class Engine:
         self.recorded = self.failed = 0
 
     # -- set-up -----------------------------------------------------------------------
-
-    def _seed(self) -> int:
-        """The seed's id; a new run stores it first, and _restore queues it."""
-        if self.added == 0:
-            self.store.add_candidate(
-                self.run_name,
-                self.task.seed,
-                parent_ids=[],
-                island=0,
-                generation=0,
-                mutation={"operator": "seed"},
-            )
-            self.added = 1
-        seed = self.store.seed_candidate(self.run_name)
-        if seed is None:
-            raise RuntimeError(f"run {self.run_name} has candidates but no seed")
-        return seed.id
 
     def _restore(self) -> None:
         """Rebuild selection state from the store: scores, islands, migrations, champion."""

@@ -1,0 +1,166 @@
+"""Candidates and their lineage: adding one (deduplicated by code), and every way of reading
+them back. Reads that the engine makes per candidate go through an index and never load a
+whole run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.exc import IntegrityError
+
+from evolve.program import Program
+from evolve.store.database import Database
+from evolve.store.ledger import call_rows, pull
+from evolve.store.records import CandidateRecord
+from evolve.store.schema import PENDING, Candidate
+
+if TYPE_CHECKING:  # the ledger takes evolve.llm's records; importing it here would load the SDKs
+    from evolve.llm import LLMCall as LLMCallRecordable
+
+
+class Candidates(Database):
+    """The store's candidates: each program a run tried, with its parents and its score."""
+
+    def add_candidate(
+        self,
+        run_name: str,
+        program: Program,
+        *,
+        parent_ids: Sequence[int],
+        island: int,
+        generation: int,
+        mutation: Mapping[str, Any],
+        llm_calls: Sequence[LLMCallRecordable] = (),
+        arm: str | None = None,
+    ) -> CandidateRecord | None:
+        """None, with nothing written, if this run already holds the same code: a program is
+        evaluated once. The unique constraint decides, so two racing writers cannot both win.
+        The model calls that made the candidate, and the pull of the bandit `arm` that chose
+        the model, are written in the same transaction."""
+        row = Candidate(
+            run_name=run_name,
+            parent_ids=list(parent_ids),
+            island=island,
+            generation=generation,
+            files=dict(program.files),
+            code_hash=program.code_hash,
+            mutation=dict(mutation),
+            status=PENDING,
+            score=None,
+            measurements=0,
+            created_at=time.time(),
+        )
+        operator = str(mutation.get("operator", ""))
+        try:
+            with self._write() as session, session.begin():
+                session.add(row)
+                session.flush()
+                session.add_all(call_rows(run_name, row.id, operator, llm_calls))
+                pull(session, run_name, arm, llm_calls)
+        except IntegrityError:
+            if self.has_code(run_name, row.code_hash):
+                return None
+            raise
+        return CandidateRecord.of(row)
+
+    def has_code(self, run_name: str, code_hash: str) -> bool:
+        query = select(Candidate.id).where(
+            Candidate.run_name == run_name, Candidate.code_hash == code_hash
+        )
+        with self._read() as session:
+            return session.scalars(query.limit(1)).first() is not None
+
+    def candidate(self, candidate_id: int) -> CandidateRecord | None:
+        with self._read() as session:
+            row = session.get(Candidate, candidate_id)
+            return None if row is None else CandidateRecord.of(row)
+
+    def lineage(self, candidate_id: int) -> list[CandidateRecord]:
+        """The candidate, its first parent, that one's first parent, ... back to the seed."""
+        chain: list[CandidateRecord] = []
+        with self._read() as session:
+            row = session.get(Candidate, candidate_id)
+            while row is not None:
+                chain.append(CandidateRecord.of(row))
+                row = session.get(Candidate, row.parent_ids[0]) if row.parent_ids else None
+        return chain
+
+    def seed_candidate(self, run_name: str) -> CandidateRecord | None:
+        """The run's first candidate, the root of every lineage in it."""
+        return next(
+            iter(
+                self._candidates(
+                    select(Candidate)
+                    .where(Candidate.run_name == run_name)
+                    .order_by(Candidate.id)
+                    .limit(1)
+                )
+            ),
+            None,
+        )
+
+    def plant_seed(self, run_name: str, program: Program) -> CandidateRecord:
+        """The run's seed, stored as its first candidate when the run has none yet (it is
+        then pending, and evaluated like any other)."""
+        if (seed := self.seed_candidate(run_name)) is not None:
+            return seed
+        self.add_candidate(
+            run_name, program, parent_ids=[], island=0, generation=0, mutation={"operator": "seed"}
+        )
+        seed = self.seed_candidate(run_name)
+        if seed is None:
+            raise RuntimeError(f"run {run_name}: the seed was stored but cannot be read back")
+        return seed
+
+    def pending_candidates(self, run_name: str) -> list[CandidateRecord]:
+        """Added but never evaluated: the work a killed driver left in flight."""
+        return self._candidates(
+            select(Candidate)
+            .where(Candidate.run_name == run_name, Candidate.status == PENDING)
+            .order_by(Candidate.id)
+        )
+
+    def scored(self, run_name: str) -> list[tuple[int, int, float]]:
+        """(id, island, score) of every scored candidate: all the search needs to resume."""
+        query = (
+            select(Candidate.id, Candidate.island, Candidate.score)
+            .where(Candidate.run_name == run_name, Candidate.score.is_not(None))
+            .order_by(Candidate.id)
+        )
+        with self._read() as session:
+            return [(id_, island, score) for id_, island, score in session.execute(query)]
+
+    def top(self, run_name: str, k: int, *, offset: int = 0) -> list[CandidateRecord]:
+        """Best first; among equal scores the older candidate wins. `offset` skips that many,
+        for reading the ranking page by page."""
+        return self._candidates(
+            select(Candidate)
+            .where(Candidate.run_name == run_name, Candidate.score.is_not(None))
+            .order_by(Candidate.score.desc(), Candidate.id)
+            .offset(offset)
+            .limit(k)
+        )
+
+    def best(self, run_name: str) -> CandidateRecord | None:
+        return next(iter(self.top(run_name, 1)), None)
+
+    def count_candidates(self, run_name: str) -> int:
+        query = select(func.count()).where(Candidate.run_name == run_name)
+        with self._read() as session:
+            return session.scalar(query) or 0
+
+    def status_counts(self, run_name: str) -> dict[str, int]:
+        query = (
+            select(Candidate.status, func.count())
+            .where(Candidate.run_name == run_name)
+            .group_by(Candidate.status)
+        )
+        with self._read() as session:
+            return {status: count for status, count in session.execute(query)}
+
+    def _candidates(self, query: Select[Any]) -> list[CandidateRecord]:
+        with self._read() as session:
+            return [CandidateRecord.of(row) for row in session.scalars(query)]

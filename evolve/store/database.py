@@ -1,0 +1,115 @@
+"""Opening the database: the URL, the engine, SQLite's settings and the Alembic upgrade.
+
+SQLite is the default. Its file runs in WAL mode so readers (the leaderboard) never block the
+writer, and with synchronous=NORMAL a commit survives a killed process without an fsync each.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+# Alembic runs env.py through module-level proxies (alembic.context, alembic.op), so two
+# upgrades in one process at once would trample each other's state.
+_UPGRADE_LOCK = threading.Lock()
+
+
+def default_url(results_dir: Path) -> str:
+    """The SQLite file a run writes when the user names no database."""
+    return URL.create("sqlite", database=str(results_dir / "evolve.db")).render_as_string()
+
+
+def _parse(url: str) -> URL:
+    """Accept the plain `postgresql://` URL users copy from elsewhere; we ship psycopg 3."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgres", "postgresql"):
+        return parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def _sqlite_connect(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
+    # The driver's own transaction handling skips BEGIN before DDL and SELECT; switch it off
+    # and let `_sqlite_begin` emit BEGIN, so a migration is atomic and reads are snapshots.
+    dbapi_connection.isolation_level = None  # type: ignore[attr-defined]
+    cursor = dbapi_connection.cursor()
+    # The busy timeout goes first: turning on WAL needs a lock another process may hold.
+    for pragma in (
+        f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
+        "journal_mode=WAL",
+        "synchronous=NORMAL",
+        "foreign_keys=ON",
+    ):
+        cursor.execute(f"PRAGMA {pragma}")
+    cursor.close()
+
+
+def _sqlite_begin(connection: Connection) -> None:
+    # Writers say BEGIN IMMEDIATE: they take the write lock up front (waiting for it under the
+    # busy timeout) instead of failing when a read inside the transaction turns into a write.
+    connection.exec_driver_sql(connection.get_execution_options().get("sqlite_begin", "BEGIN"))
+
+
+def _engine(url: URL) -> Engine:
+    if url.get_backend_name() != "sqlite":
+        return create_engine(url)
+    if url.database and url.database != ":memory:":
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url)
+    event.listen(engine, "connect", _sqlite_connect)
+    event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+class Database:
+    """Opens (and if needed creates or upgrades) the database at `url`, and hands the rest of
+    the store a session factory for reads and one for writes. Each part of the store keeps
+    every public write to one short transaction of its own."""
+
+    def __init__(self, url: str) -> None:
+        self._url = _parse(url)
+        self._engine = _engine(self._url)
+        writer = self._engine.execution_options(sqlite_begin="BEGIN IMMEDIATE")
+        self._read: sessionmaker[Session] = sessionmaker(self._engine, expire_on_commit=False)
+        self._write: sessionmaker[Session] = sessionmaker(writer, expire_on_commit=False)
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        with _UPGRADE_LOCK, writer.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+
+    @property
+    def display_url(self) -> str:
+        """The URL with any password masked, fit for terminals and logs."""
+        return self._url.render_as_string(hide_password=True)
+
+    @property
+    def url(self) -> str:
+        """The full URL, password included: for opening the same store elsewhere, never
+        for printing."""
+        return self._url.render_as_string(hide_password=False)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,94 @@
+"""Evaluations: recording a measurement of a candidate, which decides its status and score."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from sqlalchemy import func, select
+
+from evolve.results import OK, EvalResult
+from evolve.store.database import Database
+from evolve.store.ledger import locked_arm
+from evolve.store.records import CandidateRecord, EvaluationRecord
+from evolve.store.schema import EVALUATION_KINDS, PENDING, Candidate, Evaluation
+
+
+class Evaluations(Database):
+    """The store's evaluations: every measurement of every candidate, kept."""
+
+    def record_evaluation(
+        self,
+        candidate_id: int,
+        result: EvalResult,
+        *,
+        kind: str,
+        score: float | None,
+        input_seed: int,
+        worker: str,
+        started_at: float,
+        finished_at: float,
+        reward: tuple[str, float] | None = None,
+    ) -> CandidateRecord:
+        """Stores the evaluation and updates its candidate in one transaction; returns the
+        candidate as updated, which is what every caller needs next. `reward` is credited
+        to a bandit arm in the same transaction, so a crash cannot count it twice or never.
+
+        A candidate is "ok" only while every evaluation of it is; one failure (a flaky
+        re-measure included) gives it that failure's status and takes its score away. Its
+        score is the minimum over its ok evaluations, so a lucky measurement cannot crown it.
+        """
+        if kind not in EVALUATION_KINDS:
+            raise ValueError(f"evaluation kind must be one of {EVALUATION_KINDS}, not {kind!r}")
+        with self._write() as session, session.begin():
+            candidate = session.get(Candidate, candidate_id, with_for_update=True)
+            if candidate is None:
+                raise KeyError(f"no candidate with id {candidate_id}")
+            row = Evaluation(
+                candidate_id=candidate_id,
+                run_name=candidate.run_name,
+                kind=kind,
+                status=result.status,
+                stages=[asdict(stage) for stage in result.stages],
+                metrics=dict(result.metrics),
+                counters={name: asdict(reading) for name, reading in result.counters.items()},
+                feedback=result.feedback,
+                artifacts=dict(result.artifacts),
+                sandbox=dict(result.sandbox),
+                score=score,
+                input_seed=input_seed,
+                worker=worker,
+                started_at=started_at,
+                finished_at=finished_at,
+            )
+            session.add(row)
+            session.flush()
+            passed, lowest = session.execute(
+                select(func.count(), func.min(Evaluation.score)).where(
+                    Evaluation.candidate_id == candidate_id, Evaluation.status == OK
+                )
+            ).one()
+            if not result.ok:
+                candidate.status = result.status
+            elif candidate.status == PENDING:
+                candidate.status = OK
+            candidate.measurements = passed
+            candidate.score = lowest if candidate.status == OK else None
+            if reward is not None:
+                locked_arm(session, candidate.run_name, reward[0]).reward += reward[1]
+        return CandidateRecord.of(candidate)
+
+    def evaluations(self, candidate_id: int) -> list[EvaluationRecord]:
+        """Oldest first."""
+        query = (
+            select(Evaluation)
+            .where(Evaluation.candidate_id == candidate_id)
+            .order_by(Evaluation.id)
+        )
+        with self._read() as session:
+            return [EvaluationRecord.of(row) for row in session.scalars(query)]
+
+    def run_evaluations(self, run_name: str) -> list[EvaluationRecord]:
+        """Every evaluation of a run, oldest first: for audits and exports."""
+        query = select(Evaluation).where(Evaluation.run_name == run_name).order_by(Evaluation.id)
+        with self._read() as session:
+            return [EvaluationRecord.of(row) for row in session.scalars(query)]

@@ -1,0 +1,113 @@
+"""The LLM ledger: every model call paid for, what a run has spent, and the bandit's arms.
+
+The helpers below write inside a caller's transaction, so the candidate a call made, or the
+evaluation that rewards an arm, lands together with it or not at all.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from evolve.store.database import Database
+from evolve.store.records import LLMCallRecord
+from evolve.store.schema import BanditArm, LLMCall
+
+if TYPE_CHECKING:  # the ledger takes evolve.llm's records; importing it here would load the SDKs
+    from evolve.llm import LLMCall as LLMCallRecordable
+
+
+class Ledger(Database):
+    """The store's model calls and bandit arms."""
+
+    def record_llm_calls(
+        self,
+        run_name: str,
+        calls: Sequence[LLMCallRecordable],
+        *,
+        operator: str,
+        candidate_id: int | None = None,
+        arm: str | None = None,
+    ) -> None:
+        """Calls that made no candidate (failed, duplicate, garbage): paid for, so kept, and a
+        pull of the bandit `arm` that chose them, with no reward."""
+        if calls or arm:
+            with self._write() as session, session.begin():
+                session.add_all(call_rows(run_name, candidate_id, operator, calls))
+                pull(session, run_name, arm, calls)
+
+    def bandit_arms(self, run_name: str) -> dict[str, tuple[int, float, float]]:
+        """Each arm's (pulls, total reward, total USD): the adaptive model choice's state."""
+        query = select(BanditArm).where(BanditArm.run_name == run_name)
+        with self._read() as session:
+            return {r.arm: (r.pulls, r.reward, r.cost_usd) for r in session.scalars(query)}
+
+    def llm_spend(self, run_name: str) -> tuple[float, int]:
+        """USD and tokens (input + output) spent so far in the run: what the budgets compare."""
+        query = select(
+            func.coalesce(func.sum(LLMCall.cost_usd), 0.0),
+            func.coalesce(func.sum(LLMCall.input_tokens + LLMCall.output_tokens), 0),
+        ).where(LLMCall.run_name == run_name)
+        with self._read() as session:
+            usd, tokens = session.execute(query).one()
+        return float(usd), int(tokens)
+
+    def llm_calls(self, candidate_id: int) -> list[LLMCallRecord]:
+        """The model calls that made a candidate, oldest first: its prompts and responses."""
+        query = select(LLMCall).where(LLMCall.candidate_id == candidate_id).order_by(LLMCall.id)
+        with self._read() as session:
+            return [LLMCallRecord.of(row) for row in session.scalars(query)]
+
+    def llm_calls_of_run(self, run_name: str) -> list[LLMCallRecord]:
+        """The run's whole ledger, oldest first."""
+        query = select(LLMCall).where(LLMCall.run_name == run_name).order_by(LLMCall.id)
+        with self._read() as session:
+            return [LLMCallRecord.of(row) for row in session.scalars(query)]
+
+
+def locked_arm(session: Session, run_name: str, arm: str) -> BanditArm:
+    """The arm's row, locked for update; a new one if the run never pulled it."""
+    row = session.get(BanditArm, (run_name, arm), with_for_update=True)
+    if row is None:
+        row = BanditArm(run_name=run_name, arm=arm, pulls=0, reward=0.0, cost_usd=0.0)
+        session.add(row)
+    return row
+
+
+def pull(
+    session: Session, run_name: str, arm: str | None, calls: Sequence[LLMCallRecordable]
+) -> None:
+    """Counts a pull of `arm` (if the model was chosen by one) and charges it the calls."""
+    if arm is not None:
+        row = locked_arm(session, run_name, arm)
+        row.pulls += 1
+        row.cost_usd += sum(call.cost_usd for call in calls)
+
+
+def call_rows(
+    run_name: str, candidate_id: int | None, operator: str, calls: Sequence[LLMCallRecordable]
+) -> list[LLMCall]:
+    now = time.time()
+    return [
+        LLMCall(
+            run_name=run_name,
+            candidate_id=candidate_id,
+            provider=call.provider,
+            model=call.model,
+            operator=operator,
+            prompt=call.prompt,
+            response=call.response,
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+            cost_usd=call.cost_usd,
+            latency_s=call.latency_s,
+            status=call.status,
+            error=call.error,
+            created_at=now,
+        )
+        for call in calls
+    ]
