@@ -172,12 +172,44 @@ def sandbox() -> None:
 
 @sandbox.command()
 @click.option("--force", is_flag=True, help="Rebuild even if the image exists.")
-def build(force: bool) -> None:
-    """Build the sandbox image offline (debootstrap + docker import); cached by its recipe."""
+@click.option(
+    "--task",
+    "task_file",
+    type=click.Path(path_type=Path),
+    help="Build this task's image: the sandbox image plus the task's `sandbox.packages`.",
+)
+def build(force: bool, task_file: Path | None) -> None:
+    """Build the sandbox image offline (debootstrap + docker import); cached by its recipe.
+
+    With --task, the task's image, so that `evolve run` finds it ready: the sandbox image (or
+    the task's own `sandbox.image`) plus the Debian packages the task names, built on that
+    base; --force then rebuilds the packages' image, not its base.
+    """
     from sandboxes.images.build import build_image
+    from sandboxes.images.derived import build_derived
+
+    sandbox = None
+    if task_file is not None:
+        try:
+            sandbox = load_task(task_file).spec.sandbox
+        except TaskFileError as exc:
+            errors.print(f"[red]error:[/red] {exc}", highlight=False)
+            sys.exit(2)
+    packages = sandbox.packages if sandbox is not None else []
+    image = sandbox.image if sandbox is not None else None
+    if image is not None and not packages:
+        console.print(
+            f"{task_file} names its own image, {image}, and no packages: nothing to build"
+        )
+        return
+
+    def progress(line: str) -> None:
+        console.print(line, highlight=False)
 
     try:
-        tag = build_image(force=force, progress=lambda line: console.print(line, highlight=False))
+        tag = image or build_image(force=force and not packages, progress=progress)
+        if packages:
+            tag = build_derived(image, packages, force=force, progress=progress)
     except Exception as exc:
         errors.print(f"[red]error:[/red] {exc}", highlight=False)
         sys.exit(1)

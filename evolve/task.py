@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from evolve.sandbox import Limits, Sandbox, open_sandbox
 
@@ -103,9 +111,29 @@ class ChampionSpec(Strict):
     )
 
 
+# Debian Policy 5.6.1: lower-case letters, digits, `+`, `-` and `.`, at least two
+# characters, starting with a letter or digit. Checked here so that a typo fails the task
+# file on its line, and so that no name can be read as an option by apt-get.
+DEBIAN_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
+
+
+def _debian_package(name: str) -> str:
+    if not DEBIAN_PACKAGE.fullmatch(name):
+        raise ValueError(
+            f"{name!r} is not a Debian package name (lower-case letters, digits, `+`, `-` "
+            "and `.`, at least two characters, starting with a letter or digit)"
+        )
+    return name
+
+
 class SandboxSpec(Strict):
     backend: Literal["docker", "process"] = "docker"
     image: str | None = Field(None, description="docker: an image of your own, e.g. the CUDA one")
+    packages: list[Annotated[str, AfterValidator(_debian_package)]] = Field(
+        default_factory=list,
+        description="docker: Debian packages added to the image (python3-scipy, jq); the "
+        "image with them is built once, before the run, and reused",
+    )
     gpus: bool = Field(False, description="docker: pass the host's GPUs into the container")
     timeout_s: float = Field(30.0, gt=0)
     memory_mb: int = Field(2048, ge=16)
@@ -114,8 +142,21 @@ class SandboxSpec(Strict):
     max_file_mb: int = Field(256, ge=1)
 
     def open(self) -> Sandbox:
-        """A sandbox as this section describes it; SandboxUnavailable names the fix."""
+        """A sandbox as this section describes it; SandboxUnavailable names the fix.
+
+        Docker packages must have been built into an image first (`built`): opening the
+        image without them would fail every candidate that needs them, far from the cause.
+        The process sandbox installs nothing and runs on the host's own software."""
+        if self.packages and self.backend == "docker":
+            raise RuntimeError(
+                "sandbox.packages are not built into an image yet: `evolve run` builds "
+                "them, or `evolve sandbox build --task TASK_FILE`"
+            )
         return open_sandbox(self.backend, image=self.image, gpus=self.gpus)
+
+    def built(self, image: str) -> SandboxSpec:
+        """This section once its packages are installed in `image`, which sandboxes open."""
+        return self.model_copy(update={"image": image, "packages": []})
 
     def limits(self) -> Limits:
         return Limits(

@@ -43,6 +43,7 @@ from docker.types import DeviceRequest
 from evolve.sandbox import Limits, RunResult, SandboxUnavailable
 from sandboxes import supervise
 from sandboxes.images.build import JOB_USER, KEEPER_USER, image_status, image_tag
+from sandboxes.images.derived import REPOSITORY as PACKAGES_REPOSITORY
 from sandboxes.supervise import ACCEPTED, FRAME, checked_path
 
 log = logging.getLogger("evolve.sandbox")
@@ -276,12 +277,7 @@ class DockerSandbox:
             )
         except docker.errors.ImageNotFound as exc:
             raise SandboxUnavailable(
-                f"the sandbox image {self.image} is missing: "
-                + (
-                    "run `evolve sandbox build`"
-                    if self.image == image_tag()
-                    else "build it (see sandboxes/images/)"
-                )
+                f"the sandbox image {self.image} is missing: {_how_to_build(self.image)}"
             ) from exc
         self._warm.container, self._warm.shape = container, shape
         container.start()
@@ -405,6 +401,14 @@ def _job_processes(container: Container) -> int:
     return sum(
         row[uid] != KEEPER_UID and not row[state].startswith("Z") for row in top["Processes"]
     )
+
+
+def _how_to_build(image: str) -> str:
+    if image == image_tag():
+        return "run `evolve sandbox build`"
+    if image.startswith(f"{PACKAGES_REPOSITORY}:"):  # a task's packages, built on another host
+        return "run `evolve sandbox build --task TASK_FILE` on this host"
+    return "build it (see sandboxes/images/)"
 
 
 def _left(deadline: float) -> float:
