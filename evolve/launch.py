@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import logging
 import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
 from evolve import cluster, orphans
@@ -23,9 +21,8 @@ from evolve.pool import SetupFailed
 from evolve.processes import ProcessId
 from evolve.runlog import run_log
 from evolve.runs import new_run_name, run_dir
-from evolve.sandbox import backend as sandbox_backend
+from evolve.sandbox_choice import usable_sandbox
 from evolve.store import CandidateRecord, RunRecord, Store, default_url
-from evolve.task import SandboxSpec
 from evolve.taskfile import LoadedTask, TaskFileError, changed_files, make_evaluator, parse_task
 from evolve.ui.console import console, errors
 from evolve.ui.dashboard import Dashboard, PlainLog
@@ -208,105 +205,6 @@ def execute(
         f"written to {folder / 'best'}/\n"
         f"see it with: evolve show {best.id}    the board: evolve leaderboard {run_name}"
     )
-
-
-def usable_sandbox(task: LoadedTask, backend: str | None) -> LoadedTask:
-    """The task with the sandbox it will run in, said on every run; exit 2 where that sandbox
-    cannot work here, naming the fix, rather than fall back to a weaker one unasked.
-
-    A process sandbox that cannot isolate (no bubblewrap) runs only where the task itself
-    says `sandbox.backend: process`: a flag typed once is not consent for every candidate.
-    """
-    chosen = backend or task.spec.sandbox.backend
-    ready, how = sandbox_backend(chosen).readiness()
-    if ready:
-        console.print(f"sandbox: {how}")
-    elif chosen == "docker":
-        errors.print(
-            f"[red]error:[/red] {task.path}: sandbox.backend: the docker sandbox cannot run "
-            f"here: {how}. Or run candidates in the process sandbox: `--sandbox process`",
-            highlight=False,
-        )
-        sys.exit(2)
-    elif task.spec.sandbox.backend == "process":
-        errors.print(
-            f"[yellow]warning:[/yellow] sandbox 'process': {how}; candidates "
-            "run as plain processes of this user, with its files and network"
-        )
-    else:
-        errors.print(
-            f"[red]error:[/red] {task.path}: sandbox.backend: the process sandbox cannot "
-            f"isolate here ({how}). Install bubblewrap, or accept unisolated "
-            "candidates by setting `sandbox: {backend: process}` in the task",
-            highlight=False,
-        )
-        sys.exit(2)
-    sandbox = task.spec.sandbox.model_copy(update={"backend": chosen})
-    if sandbox.packages:
-        sandbox = _with_packages(task, sandbox)
-    if sandbox == task.spec.sandbox:
-        return task
-    return replace(task, spec=task.spec.model_copy(update={"sandbox": sandbox}))
-
-
-def _with_packages(task: LoadedTask, sandbox: SandboxSpec) -> SandboxSpec:
-    """The sandbox with the task's `sandbox.packages`: on Docker, the image that holds them,
-    built now if this host lacks it.
-
-    Built rather than refused: the task already says what it needs, the build takes seconds
-    to minutes once per recipe and host and is reused by every later run, so sending the user
-    off to type another command first would add a step and nothing else. Each phase is shown
-    as it goes, and a build that fails (an unknown package, no network) exits 2 with
-    apt-get's last lines and the command that retries the build alone.
-
-    The process sandbox installs nothing: its candidates use this host's own software. That
-    is a warning, naming what dpkg finds missing, not an error: what a package provides
-    (scipy, say) may be here all the same, installed by pip where dpkg cannot see it.
-    """
-    names = ", ".join(sandbox.packages)
-    if sandbox.backend == "process":
-        errors.print(
-            f"[yellow]warning:[/yellow] {task.path}: sandbox.packages: the process sandbox "
-            f"installs nothing; candidates use this host's {names} "
-            f"({_on_host(sandbox.packages)})",
-            highlight=False,
-        )
-        return sandbox
-    from sandboxes.images.derived import build_derived  # Docker's SDK: for Docker tasks only
-
-    try:
-        tag = build_derived(
-            sandbox.image,
-            sandbox.packages,
-            progress=lambda line: console.print(line, highlight=False),
-        )
-    except Exception as exc:  # RuntimeError from the build, or the engine failing mid-way
-        errors.print(
-            f"[red]error:[/red] {task.path}: sandbox.packages: cannot build the sandbox image "
-            f"with {names}: {exc}\nRetry the build alone: evolve sandbox build --task {task.path}",
-            highlight=False,
-        )
-        sys.exit(2)
-    console.print(f"sandbox image with {names}: {tag}", highlight=False)
-    return sandbox.built(tag)
-
-
-def _on_host(packages: list[str]) -> str:
-    """What dpkg says of the packages on this host, in words."""
-    try:
-        listed = subprocess.run(
-            ["dpkg-query", "-W", "-f=${Package} ${db:Status-Status}\n", *packages],
-            capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return "no dpkg here to check them"
-    installed = {
-        line.split()[0] for line in listed.stdout.splitlines() if line.endswith(" installed")
-    }
-    missing = [name for name in packages if name not in installed]
-    if missing:
-        return f"dpkg finds these missing: {', '.join(missing)}"
-    return "dpkg finds them all installed"
 
 
 def _score(candidate: CandidateRecord | None) -> str:

@@ -8,7 +8,7 @@ as a local subprocess.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
@@ -104,6 +104,14 @@ class Backend(Protocol):
 
     def reap_orphans(self) -> int:
         """Remove what the jobs of drivers that are gone left running on this host; how many."""
+        ...
+
+    def provision(
+        self, *, image: str | None, packages: Sequence[str], progress: Callable[[str], None]
+    ) -> str | None:
+        """The image whose jobs have the Debian `packages`, built first where this host
+        lacks it; None where the backend installs nothing (its jobs use the host's own).
+        Raises RuntimeError, saying why, where it cannot be built."""
         ...
 
 

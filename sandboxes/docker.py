@@ -31,7 +31,7 @@ import struct
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import docker
@@ -44,6 +44,7 @@ from evolve.sandbox import Limits, RunResult, SandboxUnavailable
 from sandboxes import supervise
 from sandboxes.images.build import JOB_USER, KEEPER_USER, image_status, image_tag
 from sandboxes.images.derived import REPOSITORY as PACKAGES_REPOSITORY
+from sandboxes.images.derived import build_derived
 from sandboxes.supervise import ACCEPTED, FRAME, checked_path
 
 log = logging.getLogger("evolve.sandbox")
@@ -98,6 +99,13 @@ def open_sandbox(*, image: str | None = None, gpus: bool = False) -> DockerSandb
 
 def readiness() -> tuple[bool, str]:
     return docker_available()
+
+
+def provision(
+    *, image: str | None, packages: Sequence[str], progress: Callable[[str], None]
+) -> str:
+    """`image` (or the sandbox image) with `packages` added: sandboxes/images/derived.py."""
+    return build_derived(image, packages, progress=progress)
 
 
 def reap_orphans() -> int:

@@ -16,7 +16,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from evolve.sandbox import Limits, RunResult
@@ -41,6 +41,13 @@ def readiness() -> tuple[bool, str]:
     if isolation.tool is None:
         return False, isolation.detail
     return True, f"process, isolated by {isolation.detail}"
+
+
+def provision(
+    *, image: str | None, packages: Sequence[str], progress: Callable[[str], None]
+) -> None:
+    """Nothing is installed: jobs run the host's own software."""
+    return None
 
 
 def reap_orphans() -> int:
