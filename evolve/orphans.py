@@ -17,13 +17,10 @@ all, and its run still says `running`. So:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from evolve.processes import ProcessId, kill, ray_processes
 from evolve.sandbox import BACKENDS, backend
-
-if TYPE_CHECKING:
-    from evolve.store import Store
+from evolve.store import Store
 
 log = logging.getLogger("evolve.orphans")
 

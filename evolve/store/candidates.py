@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.exc import IntegrityError
 
+from evolve.llm import LLMCall as LLMCallRecordable
 from evolve.program import Program
 from evolve.store.database import Database
 from evolve.store.ledger import call_rows, pull
 from evolve.store.records import CandidateRecord
 from evolve.store.schema import PENDING, Candidate
-
-if TYPE_CHECKING:  # the ledger takes evolve.llm's records; importing it here would load the SDKs
-    from evolve.llm import LLMCall as LLMCallRecordable
 
 
 class Candidates(Database):

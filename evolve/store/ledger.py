@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from evolve.llm import LLMCall as LLMCallRecordable
 from evolve.store.database import Database
 from evolve.store.records import LLMCallRecord
 from evolve.store.schema import BanditArm, LLMCall
-
-if TYPE_CHECKING:  # the ledger takes evolve.llm's records; importing it here would load the SDKs
-    from evolve.llm import LLMCall as LLMCallRecordable
 
 
 class Ledger(Database):
