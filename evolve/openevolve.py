@@ -26,6 +26,19 @@ DEFAULT_ITERATIONS = 1000  # OpenEvolve's own default for max_iterations
 OPENAI_BASE = "https://api.openai.com/v1"
 ENV_REFERENCE = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
 NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+REQUIREMENTS = "requirements.txt"
+REQUIREMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
+# Already in the sandbox image, or provided by the python evaluator's runner.
+PROVIDED = {"numpy", "openevolve"}
+# PyPI names whose Debian package is not python3-<name>.
+DEBIAN_NAMES = {
+    "scikit-learn": "python3-sklearn",
+    "pyyaml": "python3-yaml",
+    "pillow": "python3-pil",
+    "opencv-python": "python3-opencv",
+    "beautifulsoup4": "python3-bs4",
+    "torch": "python3-torch",
+}
 # Keys with a meaning here. Anything else in the config is named in the warning line.
 MAPPED = {
     "max_iterations",
@@ -61,11 +74,14 @@ class Translation:
     task: dict[str, Any]  # what a task.yaml would hold
     origins: dict[Loc, Loc] = field(default_factory=dict)  # task field -> config key
     unmapped: list[str] = field(default_factory=list)  # dotted config keys ignored here
+    notes: list[str] = field(default_factory=list)  # other things the user should know
 
-    def warning(self) -> str | None:
-        if not self.unmapped:
-            return None
-        return f"OpenEvolve keys with no meaning in evolve, ignored: {', '.join(self.unmapped)}"
+    def warnings(self) -> list[str]:
+        said = list(self.notes)
+        if self.unmapped:
+            ignored = ", ".join(self.unmapped)
+            said.insert(0, f"OpenEvolve keys with no meaning in evolve, ignored: {ignored}")
+        return said
 
     def place(self, loc: Sequence[str | int]) -> Loc:
         """Where a task field came from in the config: the key it was made from (the
@@ -120,7 +136,32 @@ def translate(config: Mapping[str, Any], folder: Path) -> Translation:
         if key in database:
             out.put(("search", task_key), database[key], ("database", key))
     _llm(config, out)
+    _requirements(folder, out)
     return out
+
+
+def _requirements(folder: Path, out: Translation) -> None:
+    """An evaluator's PyPI requirements, as the Debian packages the Docker sandbox adds
+    (`sandbox.packages`): python3-NAME, or the known exceptions. Said in a warning, since
+    a name Debian lacks fails the image's build, naming it."""
+    path = folder / REQUIREMENTS
+    if not path.is_file():
+        return
+    packages = []
+    for line in path.read_text(errors="replace").splitlines():
+        found = REQUIREMENT_NAME.match(line.split("#", 1)[0].strip())
+        if found is None:
+            continue  # a blank line, a comment or an option such as -r
+        name = re.sub(r"[._]+", "-", found.group(0)).lower()
+        if name not in PROVIDED:
+            packages.append(DEBIAN_NAMES.get(name, f"python3-{name}"))
+    if packages:
+        packages = sorted(set(packages))
+        out.put(("sandbox", "packages"), packages, ())
+        out.notes.append(
+            f"{REQUIREMENTS}: the sandbox gets Debian's {', '.join(packages)} "
+            "(numpy is there already)"
+        )
 
 
 def _evaluator(config: Mapping[str, Any], out: Translation) -> None:

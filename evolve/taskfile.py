@@ -122,8 +122,7 @@ def parse_task(text: str, path: Path) -> LoadedTask:
         check.objectives()
     if check.problems or seed is None:
         raise TaskFileError(path, check.problems)
-    warning = translation.warning() if translation else None
-    warnings = (warning,) if warning else ()
+    warnings = tuple(translation.warnings()) if translation else ()
     return LoadedTask(spec, absolute, absolute.parent, text, seed, notes, files, warnings)
 
 

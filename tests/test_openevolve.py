@@ -223,3 +223,16 @@ def test_evolve_runs_the_folder_unchanged(tmp_path: Path) -> None:
     latest = store.evaluations(best.id)[-1]
     assert latest.metrics["value"] in (16, 29, 42)
     assert "is not low" in latest.feedback or "is low" in latest.feedback  # artifacts shown
+
+
+def test_requirements_become_the_sandboxs_debian_packages(tmp_path: Path) -> None:
+    folder = openevolve_folder(tmp_path / "t")
+    (folder / "requirements.txt").write_text(
+        "numpy>=1.24\nscipy==1.11  # for optimize\nscikit_learn\n\n# a comment\n-r more.txt\n"
+    )
+    task = load_task(folder)
+    assert task.spec.sandbox.packages == ["python3-scipy", "python3-sklearn"]
+    assert any(
+        "requirements.txt: the sandbox gets Debian's python3-scipy, python3-sklearn" in said
+        for said in task.warnings
+    )
