@@ -1,4 +1,5 @@
-"""The Ray side of the engine: evaluation actors and mutation tasks.
+"""The Ray side of the engine: evaluation actors and mutation tasks (the agent's store
+reader is in evolve/store_reader.py, so that these workers never load the store).
 
 Evaluation runs in long-lived actors so each keeps its sandbox warm and its baselines;
 mutation runs as plain tasks that take no CPU slot, so a slow model never holds an
@@ -17,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from evolve.evaluator import Evaluator
 from evolve.mutators.base import MutationError, MutationRequest, Mutator, Proposal
@@ -25,7 +25,6 @@ from evolve.program import Program
 from evolve.results import ERROR, UNAVAILABLE, EvalResult
 from evolve.sandbox import Sandbox, SandboxUnavailable
 from evolve.secrets import Keys
-from evolve.store import Store
 from evolve.task import SandboxSpec
 
 
@@ -80,42 +79,6 @@ class EvaluationWorker:
         except Exception:
             result = EvalResult(ERROR, feedback="evaluator crashed:\n" + traceback.format_exc())
         return Finished(result, started, time.time(), self.name)
-
-
-@ray.remote(num_cpus=0)
-class StoreReader:
-    """Read-only access to one run for the agent's tools, wherever on a cluster they run.
-
-    It lives on the driver's node, which can always open the store (a SQLite file is
-    only there), and never writes: the engine stays the store's only writer."""
-
-    def __init__(self, url: str, run_name: str) -> None:
-        self.store = Store(url)
-        self.run_name = run_name
-
-    def candidate(self, candidate_id: int) -> tuple[Any, Any] | None:
-        """The candidate and its latest evaluation, if it belongs to this run."""
-        found = self.store.candidate(candidate_id)
-        if found is None or found.run_name != self.run_name:
-            return None
-        evaluations = self.store.evaluations(candidate_id)
-        return found, evaluations[-1] if evaluations else None
-
-    def lineage(self, candidate_id: int) -> list[Any]:
-        found = self.store.candidate(candidate_id)
-        if found is None or found.run_name != self.run_name:
-            return []
-        return self.store.lineage(candidate_id)
-
-    def top(self, k: int) -> list[Any]:
-        return self.store.top(self.run_name, k)
-
-
-def start_store_reader(url: str, run_name: str) -> ray.actor.ActorHandle:
-    here = ray.get_runtime_context().get_node_id()
-    return StoreReader.options(  # type: ignore[attr-defined]
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False)
-    ).remote(url, run_name)
 
 
 @ray.remote(num_cpus=0)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import ray
 
-from evolve import workers
+from evolve import store_reader
 from evolve.engine import Engine
 from evolve.llm.config import parse_model
 from evolve.mutators import MutationError, MutationRequest, Parent
@@ -116,7 +116,7 @@ def test_an_agent_that_never_submits_is_capped_and_its_calls_are_kept(tmp_path: 
         model = {"model": "scripted", "base_url": server.openai_url}
         task = load_task(write_matmul_task(tmp_path, model, mutator="agent"))
         store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
-        reader = workers.start_store_reader(store.url, "none")
+        reader = store_reader.start_store_reader(store.url, "none")
         services = AgentServices(make_evaluator(task), task.spec.sandbox, reader)
         llm = task.spec.llm
         assert llm is not None

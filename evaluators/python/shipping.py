@@ -11,16 +11,16 @@ is fingerprinted for `--resume`; the text travels inside the pickled evaluator.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from evaluators.python.params import PythonParams
+from evaluators.shipped_files import check_cap, matching
 from evolve.taskpaths import TaskPathError, confine, read_task_file
 
 RUNNER = "__evolve_runner__.py"  # evaluators/python/runner.py, in the work dir
 RESULT = "__evolve_result__.json"  # what the runner writes and the evaluator collects
 RESERVED = frozenset({RUNNER, RESULT})
 CONFIG_NAMES = frozenset({"task.yaml", "task.yml", "config.yaml", "config.yml"})
-MAX_SHIPPED_BYTES = 16 * 1024**2
 
 
 @dataclass(frozen=True)
@@ -39,30 +39,23 @@ def gather(task_dir: Path, params: PythonParams) -> Shipment:
     secret = confine(task_dir, params.verify, "verify") if params.verify else None
     if secret == evaluator_path:
         raise TaskPathError("verify", "must be a file of its own: the evaluator file is shipped")
-    evaluator = _name(root, evaluator_path)
+    evaluator = evaluator_path.relative_to(root).as_posix()
     if params.files is None:
         names = _default(root, secret)
     else:
-        names = _matching(root, params.files, secret)
+        secret_is = (
+            "the verify file, which must never reach the sandbox: a candidate could read it "
+            "or change it there"
+        )
+        names = matching(root, params.files, secret, secret_is)
     files = {evaluator: text.encode()}
     for name in names:
         files.setdefault(name, read_task_file(task_dir, name, "files").encode())
     clash = sorted(RESERVED.intersection(files))
     if clash:
         raise TaskPathError("files", f"{', '.join(clash)}: the evaluator's own names in the job")
-    total = sum(len(data) for data in files.values())
-    if total > MAX_SHIPPED_BYTES:
-        raise TaskPathError(
-            "files",
-            f"the files to ship into the sandbox hold {total} bytes, over the "
-            f"{MAX_SHIPPED_BYTES // 1024**2} MiB cap: name the ones the evaluator needs "
-            "with `files: [...]`",
-        )
+    check_cap(files, ": name the ones the evaluator needs with `files: [...]`")
     return Shipment(evaluator, text, files)
-
-
-def _name(root: Path, target: Path) -> str:
-    return target.relative_to(root).as_posix()
 
 
 def _default(root: Path, secret: Path | None) -> list[str]:
@@ -75,27 +68,3 @@ def _default(root: Path, secret: Path | None) -> list[str]:
         and path.name not in CONFIG_NAMES
         and path.resolve() != secret
     )
-
-
-def _matching(root: Path, patterns: list[str], secret: Path | None) -> list[str]:
-    """The regular files each glob matches; one that matches none is an error, as a typo
-    would otherwise leave the evaluator without its file until the first evaluation."""
-    names: list[str] = []
-    for pattern in patterns:
-        pure = PurePosixPath(pattern)
-        if not pattern or pure.is_absolute() or ".." in pure.parts:
-            raise TaskPathError(
-                "files", f"{pattern!r}: give globs relative to the task folder, inside it"
-            )
-        matched = sorted(path for path in root.glob(pattern) if path.is_file())
-        if not matched:
-            raise TaskPathError("files", f"{pattern!r} matches no file in {root}")
-        for path in matched:
-            if path.resolve() == secret:
-                raise TaskPathError(
-                    "files",
-                    f"{pattern!r} matches the verify file, which must never reach the "
-                    "sandbox: a candidate could read it or change it there",
-                )
-            names.append(_name(root, path))
-    return names

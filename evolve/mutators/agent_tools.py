@@ -76,7 +76,7 @@ class AgentServices:
 
     evaluator: Evaluator
     sandbox: SandboxSpec
-    reader: ActorHandle  # an evolve.workers.StoreReader on the driver's node
+    reader: ActorHandle  # an evolve.store_reader.StoreReader on the driver's node
 
 
 class Toolbox:

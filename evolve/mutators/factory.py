@@ -9,9 +9,9 @@ from evolve.hardware import describe_hardware
 from evolve.mutators import LLM_OPERATORS, MUTATORS, Agent, LLMEditor, Mutator
 from evolve.mutators.agent_tools import AgentServices
 from evolve.mutators.prompt import PromptContext
+from evolve.store_reader import start_store_reader
 from evolve.task import MutatorSpec
 from evolve.taskfile import LoadedTask
-from evolve.workers import start_store_reader
 
 
 def make_mutators(
