@@ -162,7 +162,7 @@ def draw_values(knob: Knob, rng: random.Random, native: bool) -> Value:
     up to the knob's top, and the top itself: the region a tuner would search."""
     if knob.kind == "choice":
         return rng.choice([o for o in knob.options if native or NATIVE not in o])
-    if knob.kind == "int":
+    if knob.kind in ("int", "pow2"):
         top = int(knob.high)
         sizes = [2**k for k in range(2, 31) if knob.low <= 2**k <= top]
         return rng.choice(sorted({*sizes, top}))

@@ -21,7 +21,9 @@ TARGET_S = 1.0
 EVOLVE = [sys.executable, "-m", "evolve"]
 VALID = """name: bench
 seed: seed.c
-evaluator: {name: c_kernel, params: {harness: HARNESS, reference: reference.py, sizes: {n: 8}}}
+evaluator:
+  name: c_kernel
+  params: {harness: HARNESS, reference: reference.py, entry: k, sizes: {n: 8}}
 objectives: [{name: speedup, direction: maximize}]
 budget: {candidates: 2}
 """

@@ -45,6 +45,7 @@ SUSPECT_SPEEDUP = 100.0
 
 class SyntheticEvaluator:
     name = "synthetic"
+    Params = SyntheticParams  # what the task loader checks a typo against
 
     def __init__(self, params: Mapping[str, Any], task_dir: Path) -> None:
         self.params = SyntheticParams.model_validate(dict(params))

@@ -46,6 +46,13 @@ class Budgets:
             return f"the last {MAX_FRUITLESS} proposals were all known programs or failures"
         return None
 
+    def overtime_s(self) -> float | None:
+        """How far past the wall-time budget the run is; None while within it (or without one)."""
+        limit = self.budget.wall_time_s
+        if limit is None or self.elapsed < limit:
+            return None
+        return self.elapsed - limit
+
     def room_for(self, added: int) -> bool:
         """Whether the candidate budget takes one more candidate beyond `added`."""
         return self.budget.candidates is None or added < self.budget.candidates

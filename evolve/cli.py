@@ -14,27 +14,55 @@ import click
 
 from evolve.runlog import LEVELS
 from evolve.scaffold import scaffold, starters
-from evolve.taskfile import TaskFileError, load_task
+from evolve.taskfile import LoadedTask, TaskFileError, load_task
 from evolve.ui.console import console, errors
 
 LATEST = "__latest__"  # --resume without a run name
 
-db_option = click.option("--db", help="Database URL (default: sqlite file results/evolve.db).")
+db_option = click.option(
+    "--db",
+    help="Database URL, or set EVOLVE_DB (default: the SQLite file results/evolve.db).",
+)
 results_option = click.option(
     "--results",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("results"),
-    show_default=True,
-    help="Folder for the store and each run's files.",
+    help="Folder for the store and each run's files (default: ./results; commands that "
+    "only read look for results/evolve.db here and in every folder above).",
 )
+
+RUN_EPILOG = """\b
+Ctrl-C (or SIGTERM) stops cleanly: the run is marked stopped and what
+finished is kept. Continue it with `evolve run --resume [RUN]`: nothing
+finished is repeated, and candidates that were in flight run again.
+\b
+Exit codes:
+  0    the run finished and crowned a best candidate
+  1    it failed: the seed or the evaluator's set-up failed, Ray did
+       not start, or no candidate was crowned
+  2    a bad task file, option or run name (nothing was started)
+  130  stopped by Ctrl-C or SIGTERM
+"""
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="evolve", prog_name="evolve")
 def main() -> None:
     """Make programs faster and smaller by evolution."""
 
 
-@main.command()
+def _load(task_file: Path) -> LoadedTask:
+    """The task, or exit 2 with every problem on its line; its warnings said once."""
+    try:
+        task = load_task(task_file)
+    except TaskFileError as exc:
+        errors.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(2)
+    for warning in task.warnings:
+        errors.print(f"[yellow]warning:[/yellow] {task.path}: {warning}", highlight=False)
+    return task
+
+
+@main.command(short_help="Evolve a task's program within its budget.", epilog=RUN_EPILOG)
 @click.argument("task_file", required=False, type=click.Path(path_type=Path))
 @click.option(
     "--resume",
@@ -64,6 +92,18 @@ def main() -> None:
     type=click.Choice(["docker", "process"]),
     help="Run candidates in this sandbox instead of the task's (process: where Docker is not).",
 )
+@click.option(
+    "--candidates",
+    type=click.IntRange(min=1),
+    help="Stop after this many candidates, instead of the task's budget (for a quick try).",
+)
+@click.option(
+    "--wall-time",
+    "wall_time",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Stop after this many seconds, instead of the task's budget.",
+)
 @db_option
 @results_option
 def run(
@@ -76,8 +116,10 @@ def run(
     plain: bool,
     log_level: str,
     backend: str | None,
+    candidates: int | None,
+    wall_time: float | None,
     db: str | None,
-    results: Path,
+    results: Path | None,
 ) -> None:
     """Evolve the program of TASK_FILE within its budget: a task.yaml, or a folder holding
     one, or an OpenEvolve folder (or its config.yaml)."""
@@ -86,66 +128,90 @@ def run(
     if resume is not None and (seed is not None or name is not None):
         raise click.UsageError("a resumed run keeps its name and seed: drop --name and --seed")
     if task_file is not None:
-        try:
-            task = load_task(task_file)
-        except TaskFileError as exc:
-            errors.print(f"[red]error:[/red] {exc}", highlight=False)
-            sys.exit(2)
-        for warning in task.warnings:
-            errors.print(f"[yellow]warning:[/yellow] {task.path}: {warning}", highlight=False)
+        task = _load(task_file)
         from evolve import launch  # imported once the task file has loaded: see the docstring
 
         launch.new_run(
-            task, workers, seed, name, plain, ray_address, backend, db, results, log_level.upper()
-        )
+            launch.RunOptions(
+                workers, plain, ray_address, backend, log_level.upper(), candidates, wall_time
+            ),
+            task, seed, name, db, results,
+        )  # fmt: skip
     else:
         from evolve import launch
 
         wanted = None if resume == LATEST else resume
         launch.resumed_run(
-            wanted, workers, plain, ray_address, backend, db, results, log_level.upper()
-        )
+            launch.RunOptions(
+                workers, plain, ray_address, backend, log_level.upper(), candidates, wall_time
+            ),
+            wanted, db, results,
+        )  # fmt: skip
 
 
-@main.command()
+@main.command(short_help="Build the seed, check and measure it once, and say what broke.")
+@click.argument("task_file", type=click.Path(path_type=Path))
+@click.option(
+    "--sandbox",
+    "backend",
+    type=click.Choice(["docker", "process"]),
+    help="Run the seed in this sandbox instead of the task's.",
+)
+def check(task_file: Path, backend: str | None) -> None:
+    """Check TASK_FILE without running it: validate the file, then build, check and measure
+    the seed once in the task's sandbox (no Ray), and print its metrics and feedback.
+
+    \b
+    Exit codes: 0 the seed passes; 2 the task file, its reference or harness,
+    or the seed is broken (one line says what); 1 the sandbox cannot run here.
+    """
+    task = _load(task_file)
+    from evolve.seed_check import check_seed  # imported once the task file has loaded
+
+    sys.exit(check_seed(task, backend))
+
+
+@main.command(short_help="Show the best candidates of a run.")
 @click.argument("run_name", required=False)
 @click.option("-n", "--limit", default=10, show_default=True, help="Rows to show.")
 @db_option
 @results_option
-def leaderboard(run_name: str | None, limit: int, db: str | None, results: Path) -> None:
+def leaderboard(run_name: str | None, limit: int, db: str | None, results: Path | None) -> None:
     """Show the best candidates of RUN (default: the latest run)."""
-    from evolve.launch import open_store
+    from evolve.launch import reading_store
     from evolve.ui.tables import leaderboard as board
+    from evolve.ui.tables import run_summary
 
-    with open_store(db, results) as store:
+    with reading_store(db, results) as store:
         record = store.get_run(run_name) if run_name else store.latest_run()
         if record is None:
-            errors.print(f"[red]error:[/red] no run {run_name or ''} in the store")
+            errors.print(f"[red]error:[/red] no run {run_name or ''} in {store.display_url}")
             sys.exit(2)
-        counts = store.status_counts(record.name)
         console.print(board(store, record.name, limit))
-        summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-        console.print(f"run {record.name} ({record.status}): {summary}")
+        console.print(run_summary(store, record))
 
 
-@main.command()
+@main.command(short_help="Show one candidate: code, metrics, feedback, lineage.")
 @click.argument("candidate_id", type=int)
 @db_option
 @results_option
-def show(candidate_id: int, db: str | None, results: Path) -> None:
+def show(candidate_id: int, db: str | None, results: Path | None) -> None:
     """Show a candidate: code, metrics, counters, feedback and lineage to the seed."""
-    from evolve.launch import open_store
+    from evolve.launch import reading_store
     from evolve.ui.tables import candidate_view
 
-    with open_store(db, results) as store:
+    with reading_store(db, results) as store:
         candidate = store.candidate(candidate_id)
         if candidate is None:
-            errors.print(f"[red]error:[/red] no candidate #{candidate_id} in the store")
+            errors.print(
+                f"[red]error:[/red] no candidate #{candidate_id} in {store.display_url}",
+                highlight=False,
+            )
             sys.exit(2)
         console.print(candidate_view(store, candidate))
 
 
-@main.command()
+@main.command(short_help="Write a runnable task folder to start from.")
 @click.argument("name", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
     "--template",
@@ -165,12 +231,12 @@ def init(name: Path, template: str) -> None:
     console.print(f"run it: evolve run {name}/task.yaml")
 
 
-@main.group()
+@main.group(short_help="Build and check the sandboxes.")
 def sandbox() -> None:
     """Build and check the Docker sandbox image, and the process sandbox's isolation."""
 
 
-@sandbox.command()
+@sandbox.command(short_help="Build the sandbox image offline, cached by its recipe.")
 @click.option("--force", is_flag=True, help="Rebuild even if the image exists.")
 @click.option(
     "--task",
@@ -216,8 +282,8 @@ def build(force: bool, task_file: Path | None) -> None:
     console.print(f"sandbox image ready: {tag}")
 
 
-@sandbox.command()
-def check() -> None:
+@sandbox.command(name="check", short_help="Report what works: engine, image, a job, counters, GPU.")
+def sandbox_check() -> None:
     """Report what works: engine, image, a trivial job, perf counters, GPU."""
     from sandboxes.images.check import check as run_check
 

@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import subprocess
+import time
 from collections.abc import Iterable
 
 import ray
@@ -18,6 +19,8 @@ from evolve.secrets import secret_names, withheld
 
 REACH_TIMEOUT_S = 5.0
 AUDIT_TIMEOUT_S = 30.0
+START_TRIES = 3  # a local start that fails on a loaded machine is tried this often
+START_BACKOFF_S = 2.0  # after the first failure; doubled after each later one
 
 log = logging.getLogger("evolve.cluster")
 
@@ -43,13 +46,7 @@ def connect(address: str | None, withhold: Iterable[str] = ()) -> bool:
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     with withheld(withhold):
-        ray.init(
-            address=address or "local",  # never a stale cluster that `ray start` left behind
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level=logging.ERROR,
-            configure_logging=True,
-        )
+        _init(address)
         raylet = None if address else child_named("raylet")
         _session = session_dir(raylet) if raylet is not None else None
         if _session is not None:
@@ -57,6 +54,47 @@ def connect(address: str | None, withhold: Iterable[str] = ()) -> bool:
     if address:
         _audit_secrets()
     return True
+
+
+def _init(address: str | None) -> None:
+    """ray.init, retried for a local instance: under load its raylet can miss Ray's own
+    start-up deadline ("node timed out during startup"), and a second try usually makes it.
+    What finally fails is one RuntimeError (a ConnectionError for a cluster), never Ray's
+    traceback."""
+    tries = 1 if address else START_TRIES
+    for attempt in range(1, tries + 1):
+        try:
+            ray.init(
+                address=address or "local",  # never a stale cluster `ray start` left behind
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.ERROR,
+                configure_logging=True,
+            )
+            return
+        except Exception as exc:  # Ray raises bare Exceptions for start-up failures
+            reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+            ray.shutdown()  # what the failed start left running
+            if address:
+                raise ConnectionError(reason) from None
+            if attempt == tries:
+                raise RuntimeError(
+                    f"Ray did not start in {tries} tries (load average {_load()}); "
+                    f"the last error: {reason}"
+                ) from None
+            pause = START_BACKOFF_S * 2 ** (attempt - 1)
+            log.warning(
+                "Ray did not start (try %d of %d); retrying in %.0fs", attempt, tries, pause
+            )
+            log.debug("why Ray did not start: %s", reason)
+            time.sleep(pause)
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
 
 
 def logs_folder() -> str | None:

@@ -77,6 +77,8 @@ class Engine:
         self.pool = WorkerPool(evaluator, self.spec.sandbox, task.seed, workers)
         deadline_s = evaluation_deadline(evaluator, self.spec.sandbox.limits())
         self.dispatch = Dispatcher(self.pool, Watchdog(deadline_s), self.events)
+        # How long work in flight may outlive the wall-time budget: one sandbox run's limit.
+        self.overtime_grace_s = min(self.spec.sandbox.timeout_s, deadline_s)
         self.candidates = CandidateCache(store)
         self.champion = Champion(Referee(self.spec.champion, store), results_dir, run.name)
         self.strategy = IslandStrategy(self.spec.search, self.seed_id)
@@ -128,7 +130,11 @@ class Engine:
 
     def _loop(self) -> str:
         while True:
-            self.dispatch.submit(self.rng)
+            overtime = self.budgets.overtime_s()
+            if overtime is None:
+                self.dispatch.submit(self.rng)
+            elif ended := self._out_of_time(overtime):
+                return ended
             self._propose()
             if self.dispatch.idle() and not self.proposer.in_flight:
                 return self._stop_reason() or self._stuck_reason()
@@ -150,6 +156,26 @@ class Engine:
                 self._record_result(job, finished)
             self.budgets.flush_wall()
             self.events.tick(self._snapshot)
+
+    def _out_of_time(self, overtime: float) -> str | None:
+        """Past the wall-time budget nothing new starts. What is in flight may finish within
+        the grace; then it is abandoned (its workers are killed as the pool stops) and its
+        candidates stay pending, for `--resume` to evaluate, as do the queued ones."""
+        reason = self.budgets.stop_reason(self.added) or "wall-time budget reached"
+        evaluations, proposals = len(self.dispatch.in_flight), len(self.proposer.in_flight)
+        if not evaluations and not proposals:
+            return reason
+        if overtime < self.overtime_grace_s:
+            return None
+        for ref in self.proposer.in_flight:
+            ray.cancel(ref, force=True)
+        text = (
+            f"{evaluations} evaluation(s) and {proposals} proposal(s) still in flight "
+            f"{self.overtime_grace_s:.0f}s past the wall-time budget were abandoned; "
+            "their candidates stay pending and `evolve run --resume` evaluates them"
+        )
+        self.events.emit(Event("warning", text))
+        return reason
 
     def _stop_reason(self) -> str | None:
         return self.dispatch.outage.give_up_reason() or self.budgets.stop_reason(self.added)

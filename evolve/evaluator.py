@@ -1,9 +1,11 @@
 """The evaluator plugin contract and its discovery through entry points.
 
 Params are validated by the constructor, so a bad param fails at load time with the task
-file's line; and `prepare` runs on each evaluation worker with that worker's sandbox,
-because baselines (like the seed's binary) belong to the machine that measures, which
-differs across a Ray cluster. docs/ARCHITECTURE.md shows where this contract sits.
+file's line (an optional `Params` class attribute, the pydantic model of the params, lets
+the loader answer a mistyped key with the nearest one); and `prepare` runs on each
+evaluation worker with that worker's sandbox, because baselines (like the seed's binary)
+belong to the machine that measures, which differs across a Ray cluster.
+docs/ARCHITECTURE.md shows where this contract sits.
 """
 
 from __future__ import annotations

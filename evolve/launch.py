@@ -12,9 +12,11 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NoReturn
 
-from evolve import cluster, orphans
+from evolve import cluster, orphans, store_location
 from evolve.engine import Engine
 from evolve.mutators.llm import key_names
 from evolve.pool import SetupFailed
@@ -22,7 +24,7 @@ from evolve.processes import ProcessId
 from evolve.runlog import run_log
 from evolve.runs import new_run_name, run_dir
 from evolve.sandbox_choice import usable_sandbox
-from evolve.store import CandidateRecord, RunRecord, Store, default_url
+from evolve.store import CandidateRecord, RunRecord, Store
 from evolve.taskfile import LoadedTask, TaskFileError, changed_files, make_evaluator, parse_task
 from evolve.ui.console import console, errors
 from evolve.ui.dashboard import Dashboard, PlainLog
@@ -31,29 +33,65 @@ from evolve.ui.tables import latest_ok
 log = logging.getLogger("evolve.launch")
 
 
-def open_store(db: str | None, results: Path) -> Store:
+@dataclass(frozen=True)
+class RunOptions:
+    """How `evolve run` was asked to run, beyond the task itself."""
+
+    workers: int | None = None
+    plain: bool = False
+    ray_address: str | None = None
+    backend: str | None = None  # the sandbox, when not the task's
+    log_level: str = "INFO"
+    candidates: int | None = None  # budget overrides, for this invocation
+    wall_time_s: float | None = None
+
+    def budgeted(self, task: LoadedTask) -> LoadedTask:
+        """The task with --candidates and --wall-time in place of its own budget."""
+        update = {
+            key: value
+            for key, value in (("candidates", self.candidates), ("wall_time_s", self.wall_time_s))
+            if value is not None
+        }
+        if not update:
+            return task
+        budget = task.spec.budget.model_copy(update=update)
+        return replace(task, spec=task.spec.model_copy(update={"budget": budget}))
+
+
+def open_store(url: str) -> Store:
     """The store, after marking runs whose driver was killed as stopped and cleaning up
     what they left (evolve/orphans.py): every command that reads runs sees them as they are."""
-    store = Store(db or default_url(results))
+    store = Store(url)
     orphans.sweep(store)
     return store
 
 
+def found_store(db: str | None, results: Path | None) -> store_location.StoreLocation:
+    """The existing store a reading command means (evolve/store_location.py), or exit 2
+    saying where it looked; never a new, empty one."""
+    try:
+        return store_location.for_reading(db, results)
+    except store_location.StoreNotFound as exc:
+        errors.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(2)
+
+
+def reading_store(db: str | None, results: Path | None) -> Store:
+    return open_store(found_store(db, results).url)
+
+
 def new_run(
+    options: RunOptions,
     task: LoadedTask,
-    workers: int | None,
     seed: int | None,
     name: str | None,
-    plain: bool,
-    ray_address: str | None,
-    backend: str | None,
     db: str | None,
-    results: Path,
-    log_level: str = "INFO",
+    results: Path | None,
 ) -> None:
-    task = usable_sandbox(task, backend)
-    results.mkdir(parents=True, exist_ok=True)
-    with _ray(ray_address, task), open_store(db, results) as store:
+    task = usable_sandbox(options.budgeted(task), options.backend)
+    location = store_location.for_writing(db, results)
+    location.results.mkdir(parents=True, exist_ok=True)
+    with _ray(options.ray_address, task), open_store(location.url) as store:
         run_name = name or new_run_name(task.spec.name)
         if store.get_run(run_name):
             errors.print(
@@ -66,27 +104,21 @@ def new_run(
             task_yaml=task.text,
             seed=seed or 0,
             settings={
-                "workers": workers,
+                "workers": options.workers,
                 "task_sha256": task.digest,
                 "task_files": dict(task.files),
             },
         )
-        execute(task, store, record, workers, plain, results, log_level)
+        execute(task, store, record, options, location.results)
 
 
 def resumed_run(
-    resume: str | None,
-    workers: int | None,
-    plain: bool,
-    ray_address: str | None,
-    backend: str | None,
-    db: str | None,
-    results: Path,
-    log_level: str = "INFO",
+    options: RunOptions, resume: str | None, db: str | None, results: Path | None
 ) -> None:
     """Resume the run named `resume` (None: the latest). Every reason not to is found before
     Ray starts, and exits 2."""
-    with open_store(db, results) as store:
+    location = found_store(db, results)
+    with open_store(location.url) as store:
         record = store.latest_run() if resume is None else store.get_run(resume)
     if record is None:
         wanted = "to resume" if resume is None else repr(resume)
@@ -106,11 +138,11 @@ def resumed_run(
             highlight=False,
         )
         sys.exit(2)
-    task = usable_sandbox(task, backend)
+    task = usable_sandbox(options.budgeted(task), options.backend)
     console.print(f"resuming run [bold]{record.name}[/bold]")
-    with _ray(ray_address, task), open_store(db, results) as store:
-        workers = workers or record.settings.get("workers")
-        execute(task, store, record, workers, plain, results, log_level)
+    with _ray(options.ray_address, task), open_store(location.url) as store:
+        workers = options.workers or record.settings.get("workers")
+        execute(task, store, record, replace(options, workers=workers), location.results)
 
 
 @contextmanager
@@ -131,15 +163,10 @@ def _ray(address: str | None, task: LoadedTask) -> Iterator[None]:
 
 
 def execute(
-    task: LoadedTask,
-    store: Store,
-    record: RunRecord,
-    workers: int | None,
-    plain: bool,
-    results: Path,
-    log_level: str = "INFO",
+    task: LoadedTask, store: Store, record: RunRecord, options: RunOptions, results: Path
 ) -> None:
     run_name = record.name
+    log_level = options.log_level
     folder = run_dir(results, run_name)
     folder.mkdir(parents=True, exist_ok=True)
     console.print(f"run [bold]{run_name}[/bold]: results in {folder}/, store {store.display_url}")
@@ -154,10 +181,10 @@ def execute(
         console.print(
             f"models: {models}; mutators: {', '.join(m.name for m in task.spec.mutators)}"
         )
-    workers = workers or max(1, cluster.cpu_count() - 1)
+    workers = options.workers or max(1, cluster.cpu_count() - 1)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stops as Ctrl-C does
     store.set_run_status(run_name, "running", driver=ProcessId.here().to_json())
-    live = not plain and console.is_terminal
+    live = not options.plain and console.is_terminal
     observer = Dashboard(store, run_name, console) if live else PlainLog(console)
     try:
         with observer, run_log(folder, log_level):
@@ -176,8 +203,12 @@ def execute(
         sys.exit(130)
     except SetupFailed as exc:
         store.set_run_status(run_name, "failed")
+        log.error("the evaluator's set-up failed: %s", exc)
         errors.print(f"[red]error:[/red] {exc}", highlight=False)
-        console.print("Nothing was evolved: fix the above on the evaluation machines first.")
+        console.print(
+            f"Nothing was evolved: fix the above first (`evolve check {task.path}` tries the "
+            "seed alone, in seconds)."
+        )
         sys.exit(1)
     except Exception as exc:
         store.set_run_status(run_name, "failed")
@@ -186,6 +217,9 @@ def execute(
             f"The store keeps what finished. Continue with: evolve run --resume {run_name}"
         )
         sys.exit(1)
+    seed = store.candidate(outcome.seed_id)
+    if seed is not None and seed.score is None and seed.status != "pending":
+        _seed_failed(store, task, record, seed)
     store.set_run_status(run_name, "finished")
     console.print(f"finished: {outcome.reason}")
     best = outcome.best
@@ -195,7 +229,6 @@ def execute(
             f"consistently); see: evolve show {outcome.seed_id}"
         )
         sys.exit(1)
-    seed = store.candidate(outcome.seed_id)
     evaluation = latest_ok(store, best.id)
     metrics = ", ".join(
         f"{k} {v:.4g}" for k, v in (evaluation.metrics if evaluation else {}).items()
@@ -205,6 +238,24 @@ def execute(
         f"written to {folder / 'best'}/\n"
         f"see it with: evolve show {best.id}    the board: evolve leaderboard {run_name}"
     )
+
+
+def _seed_failed(
+    store: Store, task: LoadedTask, record: RunRecord, seed: CandidateRecord
+) -> NoReturn:
+    """A seed that fails leaves nothing to evolve: the run failed, and says why."""
+    store.set_run_status(record.name, "failed")
+    evaluations = store.evaluations(seed.id)
+    feedback = evaluations[-1].feedback.strip() if evaluations else ""
+    log.error("the seed #%d failed (%s):\n%s", seed.id, seed.status, feedback)
+    errors.print(
+        f"[red]error:[/red] the seed #{seed.id} failed ({seed.status}), so there is nothing to "
+        "evolve. Its feedback:",
+        highlight=False,
+    )
+    errors.print(feedback or "(none)", highlight=False, markup=False)
+    console.print(f"Fix the seed, then try it alone with: evolve check {task.path}")
+    sys.exit(1)
 
 
 def _score(candidate: CandidateRecord | None) -> str:

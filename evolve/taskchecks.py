@@ -16,6 +16,7 @@ from yaml.nodes import MappingNode, SequenceNode
 
 from evolve.evaluator import Evaluator, evaluator_class
 from evolve.knobs import find_knobs
+from evolve.llm.config import ModelSpecError
 from evolve.mutators import LLM_OPERATORS, MUTATORS
 from evolve.mutators.llm import model_config
 from evolve.program import Program, ProgramError
@@ -85,8 +86,9 @@ class TaskChecks:
         try:
             self.made = cls(spec.params, self.root)
         except ValidationError as exc:
+            params_model = getattr(cls, "Params", None)  # for "did you mean" on a typo
             self.problems += schema_problems(
-                exc, self.tree, ("evaluator", "params"), None, self.place
+                exc, self.tree, ("evaluator", "params"), params_model, self.place
             )
         except TaskPathError as exc:
             self.fail(("evaluator", "params", exc.param), exc.message)
@@ -107,8 +109,9 @@ class TaskChecks:
                 MUTATORS[mutator.name].Params.model_validate(mutator.params)
             except ValidationError as exc:
                 self.problems += schema_problems(
-                    exc, self.tree, ("mutators", i, "params"), None, self.place
-                )
+                    exc, self.tree, ("mutators", i, "params"), MUTATORS[mutator.name].Params,
+                    self.place,
+                )  # fmt: skip
 
     def llm(self) -> None:
         """Models must parse, and their keys must be there now rather than fail mid-run."""
@@ -120,8 +123,8 @@ class TaskChecks:
         for i, spec in enumerate(llm.models):
             try:
                 config = model_config(spec)
-            except ValueError as exc:
-                self.fail(("llm", "models", i, "model"), str(exc))
+            except ModelSpecError as exc:
+                self.fail(("llm", "models", i, exc.field), str(exc))
                 continue
             if spec.base_url is None and not os.environ.get(config.key_env):
                 self.fail(

@@ -30,6 +30,16 @@ C = 1.0  # @knob float 0.1..20
 """
 
 
+# The kernel contract of the shipped matmul_c task, as flow-style YAML params, for tests that
+# write matmul tasks of their own beside its reference.py.
+MATMUL_CONTRACT = (
+    "entry: matmul, signature: 'void matmul(int n, const float *restrict A, "
+    "const float *restrict B, float *restrict C)', "
+    "inputs: [{name: A, dtype: float32}, {name: B, dtype: float32}], "
+    "outputs: [{name: C, dtype: float32}]"
+)
+
+
 # Set before Ray starts, so every worker process holds it. Its name is not a secret's
 # (evolve/secrets.py withholds those from Ray), so it tests the sandbox's own wall: no host
 # variable at all reaches a candidate.

@@ -25,6 +25,7 @@ from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
 from sandboxes.docker import docker_available
 from tests.conftest import CANARY_SECRET as SECRET
+from tests.conftest import MATMUL_CONTRACT
 
 DOCKER = [
     pytest.mark.docker,
@@ -152,12 +153,13 @@ TASK = """name: adversarial
 seed: seed.c
 evaluator:
   name: c_kernel
-  params: {harness: harness.c, reference: reference.py, sizes: {n: 32}, reps: 5, counters: always}
+  params: {CONTRACT, reference: reference.py, sizes: {n: 32}, reps: 5, counters: always}
 objectives: [{name: gflops, direction: maximize}]
 search: {islands: 1}
 budget: {candidates: BUDGET}
 sandbox: {backend: docker, timeout_s: 6, memory_mb: 512, max_processes: 64}
 """
+TASK = TASK.replace("CONTRACT", MATMUL_CONTRACT)
 
 
 def run_candidates(
@@ -168,8 +170,7 @@ def run_candidates(
     exactly these programs are evaluated, and nothing is mutated."""
     task_dir = tmp_path / "task"
     task_dir.mkdir()
-    for name in ("harness.c", "reference.py"):
-        shutil.copy(MATMUL / name, task_dir / name)
+    shutil.copy(MATMUL / "reference.py", task_dir / "reference.py")
     (task_dir / "seed.c").write_text(programs[0][1].files["seed.c"])
     (task_dir / "task.yaml").write_text(task_text.replace("BUDGET", str(len(programs))))
     task = load_task(task_dir / "task.yaml")
@@ -448,12 +449,13 @@ CHEAT_TASK = """name: cheats
 seed: seed.c
 evaluator:
   name: c_kernel
-  params: {harness: harness.c, reference: reference.py, sizes: {n: 96}, reps: 5, counters: never}
+  params: {CONTRACT, reference: reference.py, sizes: {n: 96}, reps: 5, counters: never}
 objectives: [{name: speedup, direction: maximize}]
 search: {islands: 1}
 budget: {candidates: BUDGET}
 sandbox: {backend: BACKEND, timeout_s: 20, memory_mb: 512}
 """
+CHEAT_TASK = CHEAT_TASK.replace("CONTRACT", MATMUL_CONTRACT)
 
 
 @pytest.mark.parametrize("backend", [pytest.param("docker", marks=DOCKER), "process"])

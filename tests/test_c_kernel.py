@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from evaluators.c_kernel import CKernelEvaluator
 from evaluators.c_kernel.measure import summarise
-from evaluators.c_kernel.oracle import CHECK, make_trial
+from evaluators.c_kernel.oracle import CHECK
 from evolve.program import Program
 from evolve.task import TaskSpec
 from sandboxes import ProcessSandbox
@@ -229,8 +229,7 @@ def test_a_kernel_too_slow_to_win_is_given_up_on_long_before_the_timeout(
 def test_every_seed_draws_fresh_inputs(spec: TaskSpec, sandbox: ProcessSandbox) -> None:
     """A kernel that replays the answer for seed 1's inputs passes seed 1 and fails seed 2."""
     tiny = make_evaluator(spec, sizes={"n": 4})
-    answer = make_trial(tiny.reference, tiny.reference_path, (tiny.salt, 1, CHECK, 0), {"n": 4})
-    answer = answer.expected.ravel()
+    answer = tiny.oracle.trial((tiny.salt, 1, CHECK, 0), {"n": 4}).expected[0].values.ravel()
     table = ", ".join(f"{float(x)!r}f" for x in answer)
     body = f"""static const float ANSWER[16] = {{{table}}};
 {SIGNATURE} {{
@@ -263,8 +262,8 @@ def test_bad_params_fail_at_construction(spec: TaskSpec) -> None:
         make_evaluator(spec, reps=2)
     with pytest.raises(ValidationError, match="default_flags"):
         make_evaluator(spec, default_flags="-O2 -fplugin=x.so")
-    with pytest.raises(ValueError, match=r"nowhere\.c"):
-        make_evaluator(spec, harness="nowhere.c")
+    with pytest.raises(ValueError, match=r"nowhere\.py"):
+        make_evaluator(spec, reference="nowhere.py")
 
 
 def _call(program: str, pair: int | None, wall: float, cpu: float) -> dict[str, object]:
@@ -276,8 +275,8 @@ def test_a_candidate_waiting_off_the_cpu_is_flagged_and_timed_by_the_wall_clock(
 ) -> None:
     """CPU time decides one-thread kernels, unless the candidate's calls mostly wait for
     something the seed's do not: work done elsewhere would not show in its CPU time."""
-    params = make_evaluator(spec, sizes={"n": 8}).params
-    trial = make_trial((TASK_DIR / "reference.py").read_text(), "r.py", 1, {"n": 8})
+    evaluator = make_evaluator(spec, sizes={"n": 8})
+    params, trial = evaluator.params, evaluator.oracle.trial(1, {"n": 8})
     honest = [_call("reference", i, 0.010, 0.009) for i in range(5)]
     busy = {"calls": [*honest, *(_call("candidate", i, 0.005, 0.0045) for i in range(5))]}
     timing = summarise(busy, trial, params)

@@ -337,7 +337,13 @@ def test_the_estimated_cycles_are_identical_for_one_binary_on_fresh_inputs() -> 
 def test_promising_counts_candidates_within_reach_and_every_nth() -> None:
     budget = CounterBudget(
         CKernelParams.model_validate(
-            {"harness": "h.c", "reference": "r.py", "counter_reach": 0.5, "counter_every": 4}
+            {
+                "harness": "h.c",
+                "reference": "r.py",
+                "entry": "k",
+                "counter_reach": 0.5,
+                "counter_every": 4,
+            }
         )
     )
     assert budget.skip_reason({"speedup": 3.0}) is None  # beats the best so far (the seed, 1x)

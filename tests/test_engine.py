@@ -3,6 +3,7 @@ evaluator so that the engine's own behaviour is what is tested."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -106,6 +107,30 @@ def test_a_failing_seed_ends_the_run_with_a_reason(tmp_path: Path) -> None:
     assert "the seed is not usable (status check_failed)" in outcome.reason
     assert outcome.best is None
     assert store.count_candidates("r1") == 1
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_the_wall_time_budget_holds_with_evaluations_in_flight(tmp_path: Path) -> None:
+    """Each evaluation takes a minute; the budget is 2 s and one sandbox run's limit 1 s.
+    The run must not wait for the minute: it ends about a second past its budget, and the
+    candidate it abandoned stays pending for --resume."""
+    task_file = write_synthetic_task(tmp_path / "task", params="{target: 100, delay_s: 60}")
+    text = task_file.read_text().replace(
+        "  candidates: 30\n", "  candidates: 30\n  wall_time_s: 2\n"
+    )
+    task_file.write_text(
+        text.replace("  backend: process\n", "  backend: process\n  timeout_s: 1\n")
+    )
+    started = time.monotonic()
+    outcome, store, recorder = _run(tmp_path, task_file, workers=1)
+    took = time.monotonic() - started
+
+    assert outcome.reason.startswith("wall-time budget reached")
+    assert took < 45, f"the run waited {took:.0f}s for an evaluation past its budget"
+    assert [c.id for c in store.pending_candidates("r1")] == [outcome.seed_id]
+    assert store.evaluations(outcome.seed_id) == []
+    abandoned = [e.text for e in recorder.events if "abandoned" in e.text]
+    assert abandoned and abandoned[0].startswith("1 evaluation(s) and 0 proposal(s)")
 
 
 class SandboxDownFirst(SyntheticEvaluator):

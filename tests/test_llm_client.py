@@ -12,6 +12,7 @@ import pytest
 
 from evolve.llm import BUILTIN_PRICES, LLMCall, ModelConfig, Price, cost, parse_model
 from evolve.llm.client import Completion, LLMClient
+from evolve.llm.config import ModelSpecError
 from tests.fakes.llm_server import Empty, Fail, Reply, ScriptedLLMServer, Stall
 
 OPENAI_KEY = "sk-test-openai-4f1c"
@@ -315,18 +316,21 @@ def test_parse_model(spec: str | dict[str, str], expected: ModelConfig, label: s
 
 
 @pytest.mark.parametrize(
-    ("spec", "complaint"),
+    ("spec", "complaint", "field"),
     [
-        ("gpt-4", "openai:MODEL"),
-        ("google:gemini", "openai:MODEL"),
-        ("openai:", "openai:MODEL"),
-        ({"model": "m"}, "base_url"),
-        ({"model": "m", "base_url": "localhost:8000"}, "base_url"),
-        ({"base_url": "http://x"}, "'model'"),
-        ({"model": "m", "base_url": "http://x", "key": "k"}, "unknown key(s) key"),
-        (42, "a mapping"),
+        ("gpt-4", "openai:MODEL", "model"),
+        ("google:gemini", "openai:MODEL", "model"),
+        ("openai:", "openai:MODEL", "model"),
+        ({"model": "m"}, "missing: give the server's address", "base_url"),
+        ({"model": "m", "base_url": "localhost:8000"}, "'localhost:8000' is not an", "base_url"),
+        ({"base_url": "http://x"}, "'model'", "model"),
+        ({"model": "m", "base_url": "http://x", "key": "k"}, "unknown key(s) key", "model"),
+        ({"model": "m", "base_url": "http://x", "api_key_env": " "}, "environment", "api_key_env"),
+        (42, "a mapping", "model"),
     ],
 )
-def test_parse_model_says_what_is_wrong(spec: object, complaint: str) -> None:
-    with pytest.raises(ValueError, match=re.escape(complaint)):
+def test_parse_model_says_what_is_wrong(spec: object, complaint: str, field: str) -> None:
+    """`field` is the key the task loader points at: a bad base_url is on its own line."""
+    with pytest.raises(ModelSpecError, match=re.escape(complaint)) as raised:
         parse_model(spec)  # type: ignore[arg-type]
+    assert raised.value.field == field

@@ -84,6 +84,22 @@ def test_empty_sections_leave_no_headings() -> None:
     assert "## Other programs" not in user
 
 
+def test_the_measured_hardware_overrules_what_the_notes_say_about_it() -> None:
+    """Notes may have been written on another machine; the section that was read from this
+    one says that it, not the notes, is right about the hardware."""
+    context = PromptContext(
+        description="Tile it.",
+        objectives=(("speedup", "maximize"),),
+        notes="Tile for the 48 KiB L1d.",
+        hardware="Caches: L1d 32 KiB, L2 1 MiB",
+    )
+    _, user = build_prompt("diff", context, parent(), [])
+    hardware = user.split("## Hardware the program is measured on\n", 1)[1].split("\n## ", 1)[0]
+    assert hardware.startswith("Caches: L1d 32 KiB, L2 1 MiB\n")
+    assert "Where the notes say otherwise about the hardware, this section is right." in hardware
+    assert user.index("## Hardware") < user.index("## Notes on this task")
+
+
 def test_a_task_template_overrides_only_its_own_name(tmp_path: Path) -> None:
     (tmp_path / "diff.txt").write_text("CUSTOM for $$5: $task\n\n$notes\n\n$format\n")
     system, user = build_prompt("diff", CONTEXT, parent(), [], templates=tmp_path)

@@ -17,7 +17,7 @@ import yaml
 
 from evaluators.c_kernel import CKernelEvaluator
 from evaluators.c_kernel.check import check_argv
-from evaluators.c_kernel.oracle import SANITIZED, Trial, make_trial
+from evaluators.c_kernel.oracle import SANITIZED, Trial
 from evaluators.c_kernel.sanitize import (
     ADDRESS_UNDEFINED,
     MemorySupport,
@@ -114,7 +114,7 @@ def msan(sandbox: ProcessSandbox) -> MemorySupport:
 def trial(evaluator: CKernelEvaluator) -> Trial:
     """Inputs as the stage draws them, for calling `sanitize` without the check before it."""
     sizes = evaluator.params.sizes
-    return make_trial(evaluator.reference, evaluator.reference_path, (1, SANITIZED, 0), sizes)
+    return evaluator.oracle.trial((1, SANITIZED, 0), sizes)
 
 
 def stage_names(result: EvalResult) -> list[str]:
@@ -124,7 +124,7 @@ def stage_names(result: EvalResult) -> list[str]:
 def test_the_task_turns_the_stage_on_and_other_tasks_leave_it_off(spec: TaskSpec) -> None:
     assert spec.evaluator.params["sanitize"] is True
     assert make_evaluator(spec, sanitize=False).params.sanitize is False
-    params = {"harness": "harness.c", "reference": "reference.py"}
+    params = {k: v for k, v in spec.evaluator.params.items() if k != "sanitize"}
     assert CKernelEvaluator(params, TASK_DIR).params.sanitize is False
 
 

@@ -67,7 +67,7 @@ def test_the_task_loads_with_a_stencil_evaluator_and_four_knobs(task: LoadedTask
     assert set(params["sizes"]) == set(params["counter_sizes"]) == {"n", "steps"}
     assert [o.name for o in task.spec.objectives] == ["speedup"]
     kinds = sorted(knob.kind for knob in find_knobs(task.seed))
-    assert kinds == ["choice", "choice", "int", "int"]
+    assert kinds == ["choice", "choice", "pow2", "pow2"]
 
 
 def test_every_cflags_choice_is_allowed(task: LoadedTask) -> None:

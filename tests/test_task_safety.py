@@ -264,7 +264,7 @@ def escaping(task: Path, how: str, folder: bool) -> str:
 
 # (shipped task, the key's YAML text, its field, names a folder)
 PARAMS = {
-    "c_kernel harness": ("matmul_c", "harness: harness.c", "evaluator.params.harness", False),
+    "c_kernel harness": ("stencil_c", "harness: harness.c", "evaluator.params.harness", False),
     "c_kernel reference": (
         "matmul_c",
         "reference: reference.py",
@@ -354,7 +354,7 @@ def test_a_template_that_links_out_of_its_folder_is_refused(tmp_path: Path) -> N
 
 
 def test_paths_that_stay_inside_load(tmp_path: Path) -> None:
-    task = task_copy(tmp_path, "matmul_c")
+    task = task_copy(tmp_path, "stencil_c")
     (task.parent / "parts").mkdir()
     shutil.move(task.parent / "harness.c", task.parent / "parts" / "harness.c")
     (task.parent / "harness.c").symlink_to(task.parent / "parts" / "harness.c")
@@ -369,7 +369,7 @@ def test_paths_that_stay_inside_load(tmp_path: Path) -> None:
 def test_a_named_file_over_the_cap_is_refused_at_its_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    task = task_copy(tmp_path, "matmul_c")
+    task = task_copy(tmp_path, "stencil_c")
     with (task.parent / "harness.c").open("a") as stream:
         stream.write("/* padding */\n" * 4096)
     size = (task.parent / "harness.c").stat().st_size
@@ -451,7 +451,7 @@ def test_a_path_no_file_can_have_is_refused_at_its_key(
     tmp_path: Path, key_text: str, path: str, field: str, message: str
 ) -> None:
     """Each once reached Path.resolve, whose ValueError or RuntimeError was a traceback."""
-    task = task_copy(tmp_path, "matmul_c")
+    task = task_copy(tmp_path, "stencil_c")
     (task.parent / "loop").symlink_to("loop")
     key = key_text.split(": ")[0]
     task.write_text(task.read_text().replace(key_text, f"{key}: {path}"))

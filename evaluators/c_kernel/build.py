@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluators.c_kernel.flags import disallowed, program_flags
+from evaluators.c_kernel.harness_gen import Harness
 from evaluators.c_kernel.params import CKernelParams
 from evolve.program import Program
 from evolve.sandbox import RunResult
@@ -47,10 +48,11 @@ def global_symbols(nm_output: bytes) -> list[str]:
 
 
 def build(
-    run: Runner, program: Program, params: CKernelParams, harness: str, variant: Variant = PLAIN
+    run: Runner, program: Program, params: CKernelParams, harness: Harness, variant: Variant = PLAIN
 ) -> bytes:
     """The linked `kernel` binary, or StageFailed with the compiler's or the vetting's reason
-    (CompileFailed when it is the compiler's or the linker's)."""
+    (CompileFailed when it is the compiler's or the linker's). The harness's own flags (the
+    prototype's header, forced in) come after the vetted ones: they are the evaluator's."""
     compiler = variant.compiler or params.compiler
     flags = program_flags(program.files[program.main_file], params.default_flags)
     refused = disallowed(flags, params.allowed_flags)
@@ -60,8 +62,10 @@ def build(
             f"Allowed on the cflags line: {' '.join(params.allowed_flags)}"
         )
     sources = {f"candidate/{path}": text.encode() for path, text in program.files.items()}
+    sources.update(harness.candidate_files())
     main = f"candidate/{program.main_file}"
-    argv = [compiler, *flags, *variant.flags, "-c", main, "-o", "candidate.o"]
+    trusted = harness.candidate_flags()
+    argv = [compiler, *flags, *variant.flags, *trusted, "-c", main, "-o", "candidate.o"]
     compiled = run(argv, sources, collect=["candidate.o"])
     _require_built(compiled, f"compiling with {' '.join([*flags, *variant.flags])}")
     obj = compiled.files.get("candidate.o")
@@ -72,19 +76,22 @@ def build(
     require_ok(listed, "nm on the candidate's object")
     symbols = global_symbols(listed.stdout)
     extra = sorted(set(symbols) - {params.entry} - variant.admitted)
+    if params.entry not in symbols:
+        defined = f"; the globals it defines are {', '.join(extra)}" if extra else ""
+        raise StageFailed(
+            f"the candidate does not define `{params.entry}`, the task's entry point{defined}"
+        )
     if extra:
         built = f" (built with {' '.join(variant.flags)})" if variant.flags else ""
         raise StageFailed(
             f"the candidate{built} defines global symbol(s) {', '.join(extra)}; only "
             f"`{params.entry}` may be global: make helpers and data `static`"
         )
-    if params.entry not in symbols:
-        raise StageFailed(f"the candidate does not define `{params.entry}`")
 
-    files = {**DRIVER_FILES, **variant.sources, "harness.c": harness.encode(), "candidate.o": obj}
+    files = {**DRIVER_FILES, **variant.sources, **harness.files(), "candidate.o": obj}
     argv = [compiler, *HARNESS_FLAGS, *variant.flags, "driver.c", "harness.c", *variant.sources]
     linked = run([*argv, "candidate.o", "-o", "kernel", "-lm"], files, collect=["kernel"])
-    _require_built(linked, "linking with the driver and the task's harness")
+    _require_built(linked, "linking with the driver and the harness")
     binary = linked.files.get("kernel")
     if binary is None:
         raise StageFailed("the linker wrote no kernel binary")

@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from evaluators.c_kernel.check import check_argv, compare
+from evaluators.c_kernel.check import check_argv
+from evaluators.c_kernel.compare import compare
 from evaluators.c_kernel.oracle import Trial
 from evaluators.c_kernel.params import CKernelParams
 from evolve.results import Counter
@@ -127,7 +128,7 @@ def count(
     if counted.problem:
         return {}, f"no counters: {counted.problem}"
     output = counted.result.files.get("output.bin")
-    wrong = compare(output, trial.expected, rtol=params.rtol, atol=params.atol)
+    wrong = compare(output, trial.expected)
     if wrong:
         return {}, f"counters discarded: the counted call's output is wrong: {wrong}"
     return counted.counters, describe(counted.counters, source, sizes, seed)

@@ -1,5 +1,5 @@
-"""The c_kernel evaluator: a C kernel with EVOLVE-BLOCKs, linked with the driver and the
-task's harness.
+"""The c_kernel evaluator: a C kernel with EVOLVE-BLOCKs, linked with the driver and a
+harness (the evaluator's, written from the task's `signature:`, or the task's own).
 
 Only candidate code (its compilation and the kernel binary) and the trusted timer that
 watches it run in the sandbox. Inputs, the reference answer, every comparison and the
@@ -14,19 +14,15 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from evaluators.c_kernel import metrics, reference_check
+from evaluators.c_kernel import signature as prototype
 from evaluators.c_kernel.build import build
 from evaluators.c_kernel.check import check
 from evaluators.c_kernel.counter_budget import CounterBudget
 from evaluators.c_kernel.counters import cost_metrics, count
+from evaluators.c_kernel.harness_gen import Harness, generate
 from evaluators.c_kernel.measure import measure, sets_needed
-from evaluators.c_kernel.oracle import (
-    CHECK,
-    COUNTED,
-    SANITIZED,
-    Trial,
-    make_trial,
-    make_trials,
-)
+from evaluators.c_kernel.oracle import CHECK, COUNTED, SANITIZED, Oracle, Trial
 from evaluators.c_kernel.params import CKernelParams
 from evaluators.c_kernel.sanitize import sanitize
 from evolve.hardware import CpuPeak, cpu_peak
@@ -38,23 +34,11 @@ from evolve.taskpaths import read_task_file
 from sandboxes.counters import CACHEGRIND, PERF, detect_source
 
 PREPARE_SEED = 0
-COST_METRICS = ("est_cycles", "est_speedup")
-METRICS = (
-    "speedup",
-    "speedup_spread",
-    "time_s",
-    "time_spread",
-    "seed_time_s",
-    "gflops",
-    "flagged",
-    "roofline_floor_s",
-    *COST_METRICS,
-)
 
 
 class CKernelEvaluator:
     """Cascade build -> check -> sanitize (if on) -> measure -> counters; metrics speedup
-    (over the seed, timed beside it), time_s, gflops and their spreads, a roofline flag,
+    (over the seed, timed beside it), time_s, throughputs and spreads, a roofline flag,
     and hardware counters (perf or cachegrind) that inform but never fail, with the
     deterministic est_cycles under cachegrind.
 
@@ -64,12 +48,18 @@ class CKernelEvaluator:
     """
 
     name = "c_kernel"
+    Params = CKernelParams
 
     def __init__(self, params: Mapping[str, Any], task_dir: Path) -> None:
+        """Validate the params, then run the reference once (reference_check.py), so that
+        everything wrong with the task is found while it loads."""
         self.params = CKernelParams.model_validate(dict(params))
-        self.harness = read_task_file(task_dir, self.params.harness, "harness")
-        self.reference = read_task_file(task_dir, self.params.reference, "reference")
-        self.reference_path = str(task_dir / self.params.reference)
+        self.harness = self._harness(task_dir)
+        text = read_task_file(task_dir, self.params.reference, "reference")
+        self.oracle = Oracle(text, str(task_dir / self.params.reference), self.params)
+        reference_check.vet(self.oracle)
+        self.has_flops = self.oracle.defines("flops")
+        self.has_work = self.oracle.defines("work")
         self.limits = Limits()
         self.reference_binary: bytes | None = None  # the seed, built on the worker
         self.peak: CpuPeak | None = None
@@ -78,39 +68,40 @@ class CKernelEvaluator:
         self.counter_budget = CounterBudget(self.params)
         self.salt = secrets.randbits(64)  # see oracle.py: no two runs draw the same inputs
 
+    def _harness(self, task_dir: Path) -> Harness:
+        params = self.params
+        if params.signature is None:
+            return Harness(read_task_file(task_dir, params.harness or "", "harness"))
+        inputs = [spec.name for spec in params.inputs or ()]
+        outputs = [spec.name for spec in params.outputs or ()]
+        return generate(prototype.parse(params.signature), inputs, outputs)
+
     def metric_problem(self, name: str) -> str | None:
         """Why an objective named `name` could not be scored, checked when the task loads."""
-        if name not in METRICS:
-            return f"c_kernel reports {', '.join(METRICS)}; not {name!r}"
-        if name in COST_METRICS and (
-            self.params.counters != "always" or self.params.counter_tool != "cachegrind"
-        ):
-            return (
-                f"{name} comes from cachegrind's counts of every candidate: set "
-                "`counters: always` and `counter_tool: cachegrind` in the evaluator's params"
-            )
-        return None
+        return metrics.problem(name, self.params, self.has_flops, self.has_work)
 
     def prepare(self, seed: Program, sandbox: Sandbox, workdir: Path) -> None:
-        """Build the seed, which every candidate is timed beside, and evaluate it against
-        itself: the binary, the roofline and whether the CPU's counters are readable all
-        belong to the machine that measures (workdir unused)."""
+        """Build the seed, which every candidate is timed beside, and count its events once:
+        the binary, the roofline and whether the CPU's counters are readable all belong to
+        the machine that measures (workdir unused). The seed is not evaluated here: it is a
+        run's first candidate, evaluated like any other, and a seed that fails ends the run
+        with its feedback; evaluating it here too would only double the set-up time."""
         if self.params.counters != "never":
             tools = (
                 (CACHEGRIND,) if self.params.counter_tool == "cachegrind" else (PERF, CACHEGRIND)
             )
             self.counter_source = detect_source(sandbox, self.limits, tools)
         self.peak = cpu_peak(self.params.threads)
+        run = Runner(sandbox, self.limits)
         try:
-            self.reference_binary = build(
-                Runner(sandbox, self.limits), seed, self.params, self.harness
-            )
+            self.reference_binary = build(run, seed, self.params, self.harness)
         except StageFailed as failure:
             raise RuntimeError(f"the seed program does not build:\n{failure.feedback}") from None
-        result = self._cascade(seed, sandbox, PREPARE_SEED, count_all=True)
-        if not result.ok:
-            raise RuntimeError(f"the seed program fails ({result.status}):\n{result.feedback}")
-        self.seed_counters = result.counters
+        if self.counter_source is not None:
+            trial = self._counter_trial(PREPARE_SEED)
+            self.seed_counters, _ = count(
+                run, self.reference_binary, trial, self.params, self.counter_source, {}
+            )
 
     def evaluate(self, program: Program, sandbox: Sandbox, *, seed: int) -> EvalResult:
         return self._cascade(program, sandbox, seed)
@@ -126,7 +117,6 @@ class CKernelEvaluator:
         seed: int,
         *,
         measured: bool = True,
-        count_all: bool = False,
     ) -> EvalResult:
         run = Runner(sandbox, self.limits)
         stages: list[StageResult] = []
@@ -147,7 +137,7 @@ class CKernelEvaluator:
                 timing.metrics, timing.feedback = self._measure(run, binary, seed)
             if self.counter_source is not None:
                 with stage(stages, "counters") as counting:
-                    skipped = None if count_all else self.counter_budget.skip_reason(timing.metrics)
+                    skipped = self.counter_budget.skip_reason(timing.metrics)
                     if skipped:
                         counting.feedback = skipped
                     else:
@@ -164,8 +154,7 @@ class CKernelEvaluator:
 
     def _trial(self, seed: int, purpose: int) -> Trial:
         """The one input set of a single-call stage (check, sanitize)."""
-        entropy = (self.salt, seed, purpose, 0)
-        return make_trial(self.reference, self.reference_path, entropy, self.params.sizes)
+        return self.oracle.trial((self.salt, seed, purpose, 0), self.params.sizes)
 
     def _measure(self, run: Runner, binary: bytes, seed: int) -> tuple[dict[str, float], str]:
         if self.reference_binary is None:
@@ -173,10 +162,7 @@ class CKernelEvaluator:
         count = sets_needed(self.params)
 
         def draw(purpose: int) -> list[Trial]:
-            entropy = (self.salt, seed)
-            return make_trials(
-                self.reference, self.reference_path, entropy, purpose, count, self.params.sizes
-            )
+            return self.oracle.trials((self.salt, seed), purpose, count, self.params.sizes)
 
         peak = self.peak or cpu_peak(self.params.threads)
         return measure(run, binary, self.reference_binary, self.params, draw, peak, str(seed))
@@ -185,4 +171,4 @@ class CKernelEvaluator:
         """Fresh inputs of its own at the (perhaps smaller) counter sizes: a counted run must
         not be able to reuse an answer from the check or the timed calls."""
         sizes = self.params.counted_sizes()
-        return make_trial(self.reference, self.reference_path, (self.salt, seed, COUNTED, 0), sizes)
+        return self.oracle.trial((self.salt, seed, COUNTED, 0), sizes)

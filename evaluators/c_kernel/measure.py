@@ -18,7 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluators.c_kernel.check import compare
+from evaluators.c_kernel import layout
+from evaluators.c_kernel.compare import compare
+from evaluators.c_kernel.metrics import throughput, throughput_line
 from evaluators.c_kernel.oracle import RETIMED, TIMED, Trial
 from evaluators.c_kernel.params import CKernelParams
 from evolve.hardware import CpuPeak
@@ -110,7 +112,9 @@ def _floor(trial: Trial, params: CKernelParams, peak: CpuPeak) -> tuple[float | 
         gbps = peak.gbps
     stated = params.peak_gflops is not None or params.peak_gbps is not None
     basis = "the task's peaks" if stated else peak.basis
-    return roofline_floor_s(trial.flops, trial.bytes_moved, gflops, gbps), basis
+    if trial.flops is None:
+        gflops = None  # no flops() in reference.py: the floor is the memory's alone
+    return roofline_floor_s(trial.flops or 0.0, trial.bytes_moved, gflops, gbps), basis
 
 
 def time_pair(
@@ -124,8 +128,8 @@ def time_pair(
 ) -> Timing:
     """One timer job; StageFailed names what went wrong, the candidate's doing or not."""
     calls = schedule(params, rng)
-    size_in, size_out = len(trials[0].inputs), trials[0].expected.nbytes
-    io = [f"in={size_in}", f"out={size_out}", *params.size_args()]
+    size_in, size_out = len(trials[0].inputs), layout.total(trials[0].output_bytes)
+    io = [*trials[0].io_args(), *params.size_args()]
     spec = {
         "input_bytes": size_in,
         "output_bytes": size_out,
@@ -189,7 +193,7 @@ def _judge(
 ) -> None:
     """Every call's output, the seed's too, against the reference; a seed that fails was
     tampered with. The timer hashed each output as it copied it, so a rewritten file shows."""
-    size = trials[0].expected.nbytes
+    size = layout.total(trials[0].output_bytes)
     if outputs is None or len(outputs) != size * len(calls):
         raise StageFailed("the timer's outputs.bin is missing or the wrong size")
     seen: dict[str, int] = {}
@@ -199,7 +203,7 @@ def _judge(
             raise StageFailed("outputs.bin differs from what the timer copied: it was rewritten")
         program = call["program"]
         seen[program] = seen.get(program, 0) + 1
-        problem = compare(output, trials[call["set"]].expected, rtol=params.rtol, atol=params.atol)
+        problem = compare(output, trials[call["set"]].expected)
         if problem is None:
             continue
         whose = "the seed's" if program == REFERENCE else "the candidate's"
@@ -250,9 +254,9 @@ def summarise(report: dict, trial: Trial, params: CKernelParams) -> Timing:
         "time_spread": _spread(mine),
         "wall_time_s": statistics.median(c["seconds"] for c in timed if c["program"] == CANDIDATE),
         "seed_time_s": statistics.median(seed),
-        "gflops": trial.flops / median / 1e9,
         "speedup": speedup,
         "speedup_spread": _spread(ratios),
+        **throughput(trial, params, median),
     }
     how = "CPU time" if clock == "cpu_seconds" else "wall-clock time"
     lines = [
@@ -261,8 +265,8 @@ def summarise(report: dict, trial: Trial, params: CKernelParams) -> Timing:
         "every output checked",
         f"candidate {median * 1e3:.4g} ms (spread {metrics['time_spread']:.0%}; wall "
         f"{metrics['wall_time_s'] * 1e3:.4g} ms), seed {metrics['seed_time_s'] * 1e3:.4g} ms: "
-        f"speedup {speedup:.3g}x (pairs {min(ratios):.3g}x to {max(ratios):.3g}x), "
-        f"{metrics['gflops']:.3g} GFLOP/s",
+        f"speedup {speedup:.3g}x (pairs {min(ratios):.3g}x to {max(ratios):.3g}x)",
+        throughput_line(trial, params, metrics),
     ]
     if not report.get("confined", True):
         lines.append("note: no seccomp filter on this CPU architecture; kernels were not confined")

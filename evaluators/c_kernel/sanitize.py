@@ -26,7 +26,9 @@ from dataclasses import dataclass, replace
 from weakref import WeakKeyDictionary
 
 from evaluators.c_kernel.build import CompileFailed, Variant, build
-from evaluators.c_kernel.check import check_argv, compare
+from evaluators.c_kernel.check import check_argv
+from evaluators.c_kernel.compare import compare
+from evaluators.c_kernel.harness_gen import Harness
 from evaluators.c_kernel.oracle import Trial
 from evaluators.c_kernel.params import CKernelParams
 from evaluators.c_kernel.sanitizer_report import REPORT_CHARS, trim_report
@@ -86,7 +88,7 @@ _memory_support: WeakKeyDictionary[Sandbox, MemorySupport] = WeakKeyDictionary()
 
 
 def sanitize(
-    run: Runner, program: Program, params: CKernelParams, harness: str, trial: Trial
+    run: Runner, program: Program, params: CKernelParams, harness: Harness, trial: Trial
 ) -> str:
     """The stage's line for a clean candidate; StageFailed with the trimmed report otherwise.
 
@@ -161,7 +163,7 @@ def sanitized_build(
     run: Runner,
     program: Program,
     params: CKernelParams,
-    harness: str,
+    harness: Harness,
     sanitizer: Sanitizer,
     options: bytes,
 ) -> bytes:
@@ -186,7 +188,7 @@ def _run_check(
     sanitized: Runner,
     program: Program,
     params: CKernelParams,
-    harness: str,
+    harness: Harness,
     trial: Trial,
     sanitizer: Sanitizer,
     symbolizer: str | None = None,
@@ -201,7 +203,7 @@ def _run_check(
     if not result.ok:
         raise _stopped(result, built)
     output = result.files.get("output.bin")
-    problem = compare(output, trial.expected, rtol=params.rtol, atol=params.atol)
+    problem = compare(output, trial.expected)
     if problem:
         raise StageFailed(f"the kernel {built} gave a wrong answer on fresh inputs: {problem}")
 

@@ -48,6 +48,7 @@ class CommandEvaluator:
     non-numeric values and the jobs' stderr become artifacts."""
 
     name = "command"
+    Params = CommandParams  # what the task loader checks a typo against
 
     def __init__(self, params: Mapping[str, Any], task_dir: Path) -> None:
         self.params = CommandParams.model_validate(dict(params))

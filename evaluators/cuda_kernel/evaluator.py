@@ -45,6 +45,7 @@ class CudaKernelEvaluator:
     """
 
     name = "cuda_kernel"
+    Params = CudaKernelParams  # what the task loader checks a typo against
 
     def __init__(self, params: Mapping[str, Any], task_dir: Path) -> None:
         self.params = CudaKernelParams.model_validate(dict(params))

@@ -43,6 +43,7 @@ class LLVMInlineEvaluator:
     which compiles a whole tier, so the task's timeout_s must cover its slowest tier."""
 
     name = "llvm_inline"
+    Params = LLVMInlineParams  # what the task loader checks a typo against
 
     def __init__(self, params: Mapping[str, Any], task_dir: Path) -> None:
         self.params = LLVMInlineParams.model_validate(dict(params))

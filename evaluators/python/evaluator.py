@@ -45,6 +45,7 @@ class PythonEvaluator:
     non-numeric values and the jobs' stderr become artifacts."""
 
     name = "python"
+    Params = PythonParams  # what the task loader checks a typo against
 
     def __init__(self, params: Mapping[str, Any], task_dir: Path) -> None:
         self.params = PythonParams.model_validate(dict(params))

@@ -43,6 +43,15 @@ class ModelConfig:
         return self.api_key_env or _DEFAULT_KEY_ENV[self.provider]
 
 
+class ModelSpecError(ValueError):
+    """A model entry that cannot be used; `field` is its key at fault, so that the task
+    loader can point at the line of `base_url` rather than of `model`."""
+
+    def __init__(self, message: str, field: str = "model") -> None:
+        super().__init__(message)
+        self.field = field
+
+
 def parse_model(spec: str | Mapping[str, Any]) -> ModelConfig:
     """`"openai:MODEL"`, `"anthropic:MODEL"`, or `{model, base_url, api_key_env?}` for any
     OpenAI-compatible server (vLLM, Ollama, llama.cpp, SGLang). In the mapping form,
@@ -51,13 +60,13 @@ def parse_model(spec: str | Mapping[str, Any]) -> ModelConfig:
         return _parse_label(spec)
     if isinstance(spec, Mapping):
         return _parse_mapping(spec)
-    raise ValueError(f"a model is a 'provider:model' string or a mapping, not {spec!r}")
+    raise ModelSpecError(f"a model is a 'provider:model' string or a mapping, not {spec!r}")
 
 
 def _parse_label(spec: str) -> ModelConfig:
     provider, sep, model = spec.partition(":")
     if not sep or not model.strip() or provider not in _DEFAULT_KEY_ENV:
-        raise ValueError(
+        raise ModelSpecError(
             f"model {spec!r}: write 'openai:MODEL' or 'anthropic:MODEL', or give "
             "{model: MODEL, base_url: URL} for an OpenAI-compatible server"
         )
@@ -67,20 +76,20 @@ def _parse_label(spec: str) -> ModelConfig:
 def _parse_mapping(spec: Mapping[str, Any]) -> ModelConfig:
     unknown = sorted(set(spec) - _MAPPING_KEYS)
     if unknown:
-        raise ValueError(
+        raise ModelSpecError(
             f"model {dict(spec)!r}: unknown key(s) {', '.join(unknown)}; "
             f"the keys are {', '.join(sorted(_MAPPING_KEYS))}"
         )
     model, base_url, key_env = spec.get("model"), spec.get("base_url"), spec.get("api_key_env")
     if not isinstance(model, str) or not model.strip():
-        raise ValueError(f"model {dict(spec)!r}: 'model' must be a non-empty string")
+        raise ModelSpecError("'model' must be a non-empty string")
     if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-        raise ValueError(
-            f"model {dict(spec)!r}: 'base_url' must be the server's http(s) URL, "
-            "e.g. http://localhost:8000/v1"
+        given = "missing" if base_url is None else f"{base_url!r} is not an http(s) URL"
+        raise ModelSpecError(
+            f"{given}: give the server's address, e.g. http://localhost:8000/v1", "base_url"
         )
     if key_env is not None and (not isinstance(key_env, str) or not key_env.strip()):
-        raise ValueError(f"model {dict(spec)!r}: 'api_key_env' must name an env var")
+        raise ModelSpecError("must name an environment variable", "api_key_env")
     vendor, sep, name = model.strip().partition(":")
     if sep and vendor == "anthropic" and name.strip():
         return ModelConfig("anthropic", name.strip(), base_url, key_env)

@@ -59,6 +59,11 @@ LANGUAGES = {
     ".ll": "llvm",
 }
 LONE_PLACEHOLDER = re.compile(r"^\s*\$(?:(\w+)|\{(\w+)\})\s*$")
+# Notes are written once, perhaps on another machine; the hardware is read where the run is.
+HARDWARE_WINS = (
+    "Read from the system (/proc, sysfs, nvidia-smi) when this run started. Where the notes "
+    "say otherwise about the hardware, this section is right."
+)
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,7 @@ def build_prompt(
         partner = _program_section("The second program", inspirations.pop(0), context)
     values = {
         "task": _task_section(context),
-        "hardware": _section("Hardware the program is measured on", context.hardware),
+        "hardware": _hardware_section(context.hardware),
         "notes": _section("Notes on this task", context.notes),
         "parent": _program_section("The current program", parent, context),
         "feedback": _section(
@@ -145,6 +150,12 @@ def truncate(text: str, limit: int = FEEDBACK_LIMIT) -> str:
 
 def _section(title: str, body: str) -> str:
     return f"## {title}\n{body.strip()}" if body.strip() else ""
+
+
+def _hardware_section(described: str) -> str:
+    if not described.strip():
+        return ""
+    return _section("Hardware the program is measured on", f"{described.strip()}\n{HARDWARE_WINS}")
 
 
 def _task_section(context: PromptContext) -> str:

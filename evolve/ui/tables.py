@@ -10,7 +10,7 @@ from rich.text import Text
 from evolve.champion import flagged, is_flagged
 from evolve.plausibility import flag_reasons
 from evolve.results import OK
-from evolve.store import CandidateRecord, EvaluationRecord, Store
+from evolve.store import CandidateRecord, EvaluationRecord, RunRecord, Store
 
 KEY_METRICS = 4
 FLAGGED_NOTE = (
@@ -62,6 +62,59 @@ def leaderboard(store: Store, run_name: str, limit: int = 10) -> Table:
     return table
 
 
+def run_summary(store: Store, run: RunRecord) -> str:
+    """The run's status and its candidates by status, and why a failed run has no results."""
+    counts = store.status_counts(run.name)
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    line = f"run {run.name} ({run.status}): {summary}"
+    seed = store.seed_candidate(run.name)
+    if run.status == "failed" and seed is not None and seed.status == "pending":
+        line += (
+            f"\nthe seed #{seed.id} was never evaluated: the evaluator's set-up failed on the "
+            "workers; the error is in the run's run.log"
+        )
+    elif seed is not None and seed.score is None and seed.status != "pending":
+        line += f"\nthe seed #{seed.id} failed ({seed.status}): evolve show {seed.id} says why"
+    return line
+
+
+def _operator(candidate: CandidateRecord) -> str:
+    return "seed" if not candidate.parent_ids else str(candidate.mutation.get("operator", "?"))
+
+
+def made_by(candidate: CandidateRecord) -> str:
+    """How a candidate came about, in words: operator, mutator or model, parents, changes."""
+    if not candidate.parent_ids:
+        return "seed: the task's own program"
+    mutation = candidate.mutation
+    operator = _operator(candidate)
+    mutator = mutation.get("mutator")
+    who = f" ({mutator})" if mutator and mutator != operator else ""
+    model = f", model {mutation['model']}" if mutation.get("model") else ""
+    parents = " and ".join(f"#{parent}" for parent in candidate.parent_ids)
+    words = [f"{operator}{who}{model}, from {parents}"]
+    changes = mutation.get("changes")  # the autotuner's: knob label -> [old, new]
+    if isinstance(changes, dict) and changes:
+        moved = ", ".join(
+            f"{where} {pair[0]} -> {pair[1]}" if _is_pair(pair) else where
+            for where, pair in changes.items()
+        )
+        words.append(f"changing {moved}")
+    if mutation.get("repaired"):
+        words.append("after one repaired reply")
+    if mutation.get("turns"):
+        words.append(f"{mutation['turns']} turns, {mutation.get('drafts', 0)} drafts tested")
+    if mutation.get("finisher"):
+        words.append("tuning a model-made child's knobs")
+    if mutation.get("arm"):
+        words.append(f"chosen by the bandit ({mutation['arm']})")
+    return "; ".join(words)
+
+
+def _is_pair(value: object) -> bool:
+    return isinstance(value, list) and len(value) == 2
+
+
 def _language(path: str) -> str:
     suffix = path.rsplit(".", 1)[-1] if "." in path else ""
     return {"c": "c", "h": "c", "cu": "cuda", "py": "python", "cpp": "cpp"}.get(suffix, "text")
@@ -75,7 +128,7 @@ def candidate_view(store: Store, candidate: CandidateRecord) -> RenderableType:
             f"island {candidate.island}  generation {candidate.generation}",
             style="bold",
         ),
-        Text(f"made by: {candidate.mutation}"),
+        Text(f"made by: {made_by(candidate)}"),
     ]
     evaluations = store.evaluations(candidate.id)
     flags = [
@@ -115,8 +168,6 @@ def candidate_view(store: Store, candidate: CandidateRecord) -> RenderableType:
         parts += [Text("prompt:", style="bold"), Text(call.prompt)]
         parts += [Text("response:", style="bold"), Text(call.response or call.error or "")]
     lineage = store.lineage(candidate.id)
-    path = "  <-  ".join(
-        f"#{c.id} ({_fmt(c.score)}, {c.mutation.get('operator', '?')})" for c in lineage
-    )
+    path = "  <-  ".join(f"#{c.id} ({_fmt(c.score)}, {_operator(c)})" for c in lineage)
     parts.append(Text("\nlineage to the seed: " + path))
     return Group(*parts)

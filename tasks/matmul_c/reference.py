@@ -1,11 +1,12 @@
 """Trusted reference for matmul_c: C = A @ B for n x n row-major float32 matrices.
 
 The c_kernel evaluator loads this file from its text in its own process, never in the
-sandbox. The protocol is three functions of `sizes` (the task's `sizes` param):
+sandbox. Its functions of `sizes` (the task's `sizes` param), as the README's "Writing a
+c_kernel task" describes them:
 
-    make_inputs(rng, sizes) -> list of float32 arrays, written to inputs.bin in this order
-    reference(inputs, sizes) -> the expected float32 output; output.bin must hold its bytes
-    flops(sizes) -> floating-point operations per kernel call, for GFLOP/s
+    make_inputs(rng, sizes) -> the arrays A and B (task.yaml's `inputs`), in this order
+    reference(inputs, sizes) -> the expected C (task.yaml's `outputs`)
+    flops(sizes) -> optional: floating-point operations per kernel call, for GFLOP/s
 """
 
 from __future__ import annotations

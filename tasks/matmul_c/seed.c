@@ -8,9 +8,9 @@
 
 // EVOLVE-BLOCK-START
 // cflags: -O2    @knob choice -O2 | -O3 | -O3 -march=native | -O3 -march=native -funroll-loops | -Ofast -march=native | -O1
-#define TILE_I 512      // @knob int 1..512
-#define TILE_J 512      // @knob int 1..512
-#define TILE_K 512      // @knob int 1..512
+#define TILE_I 512      // @knob pow2 1..512
+#define TILE_J 512      // @knob pow2 1..512
+#define TILE_K 512      // @knob pow2 1..512
 #define LOOP_ORDER IJK  // @knob choice IJK | IKJ | JIK | JKI | KIJ | KJI
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 

@@ -1,8 +1,9 @@
 /* stencil_c's harness: the evaluator's buffers to `stencil`'s signature.
  *
- * The input is the n*n fp32 grid (row-major), the output the grid after `steps` sweeps. The
- * scratch grid is the harness's, not the candidate's, so that a kernel needs no allocation
- * of its own: the second grid of a ping-pong is part of the problem, not an optimisation.
+ * Hand-written rather than generated from a `signature:`, because of the scratch grid: it
+ * is the harness's, not the candidate's, so that a kernel needs no allocation of its own
+ * (the second grid of a ping-pong is part of the problem, not an optimisation). The input
+ * is the n*n fp32 grid (row-major), the output the grid after `steps` sweeps.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,4 +30,6 @@ void evolve_setup(int argc, char **argv) {
   }
 }
 
-void evolve_call(const void *inputs, void *output) { stencil(n, steps, inputs, output, tmp); }
+void evolve_call(const void *inputs, void *output) {
+  stencil(n, steps, evolve_input(inputs, 0), evolve_output(output, 0), tmp);
+}

@@ -7,8 +7,8 @@
 
 // EVOLVE-BLOCK-START
 // cflags: -O2    @knob choice -O1 | -O2 | -O3 | -O3 -funroll-loops | -O3 -mavx2 -mfma | -Ofast -mavx2 -mfma | -O3 -march=native | -Ofast -march=native
-#define TILE_I 1024    // @knob int 1..1024
-#define TILE_J 1024    // @knob int 1..1024
+#define TILE_I 1024    // @knob pow2 1..1024
+#define TILE_J 1024    // @knob pow2 1..1024
 #define LOOP_ORDER IJ  // @knob choice IJ | JI
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 

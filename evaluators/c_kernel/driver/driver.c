@@ -1,7 +1,11 @@
 /* `main` of every c_kernel binary, linked with the task's harness.c and the candidate.
  *
- *   ./kernel check in=BYTES out=BYTES SIZES...   read inputs.bin, call once, write output.bin
- *   ./kernel serve in=BYTES out=BYTES SIZES...   run calls for the trusted timer (timer.py)
+ *   ./kernel check in=B,B... out=B,... SIZES...   read inputs.bin, call once, write output.bin
+ *   ./kernel serve in=B,B... out=B,... SIZES...   run calls for the trusted timer (timer.py)
+ *
+ * `in=` and `out=` give the byte count of each array in the inputs and the output buffer
+ * (empty for none); the arrays lie in the buffers as evolve_kernel.h states, which is how
+ * evolve_input and evolve_output find them. The buffers' sizes are the totals.
  *
  * This runs in the candidate's process, so nothing here is trusted and nothing here times
  * anything. In serve mode the timer, a separate process, owns the clock: it writes each
@@ -24,6 +28,7 @@
 #include "evolve_kernel.h"
 
 #define PAGE 4096UL
+#define ALIGN 64UL
 #define OUTPUT_OFFSET(in) (((in) + PAGE - 1) / PAGE * PAGE)
 #define SHARED_FD 3
 #define GO_FD 4
@@ -34,12 +39,57 @@ static void fail(const char *message) {
   exit(2);
 }
 
-long evolve_size(int argc, char **argv, const char *key) {
+/* Where each array of one buffer starts, by the rule in evolve_kernel.h, and the total. */
+typedef struct {
+  int count;
+  size_t *offset;
+  size_t total;
+} Layout;
+
+static Layout in_layout, out_layout;
+
+static const char *argument(int argc, char **argv, const char *key) {
   size_t len = strlen(key);
   for (int i = 1; i < argc; i++)
-    if (strncmp(argv[i], key, len) == 0 && argv[i][len] == '=') return atol(argv[i] + len + 1);
-  fprintf(stderr, "driver: missing size argument %s=\n", key);
+    if (strncmp(argv[i], key, len) == 0 && argv[i][len] == '=') return argv[i] + len + 1;
+  fprintf(stderr, "driver: missing argument %s=\n", key);
   exit(2);
+}
+
+long evolve_size(int argc, char **argv, const char *key) { return atol(argument(argc, argv, key)); }
+
+static Layout parse_layout(const char *text) {
+  Layout layout = {0, NULL, 0};
+  size_t capacity = 1;
+  for (const char *c = text; *c; c++) capacity += *c == ',';
+  layout.offset = calloc(capacity, sizeof(size_t));
+  if (!layout.offset) fail("out of memory");
+  const char *at = text;
+  while (*at) {
+    char *end;
+    unsigned long long bytes = strtoull(at, &end, 10);
+    if (end == at || (*end != ',' && *end != '\0')) fail("in= and out= must be byte counts");
+    size_t start = (layout.total + ALIGN - 1) / ALIGN * ALIGN;
+    layout.offset[layout.count++] = start;
+    layout.total = start + (size_t)bytes;
+    at = *end ? end + 1 : end;
+  }
+  return layout;
+}
+
+static void no_array(const char *what, int index, int count) {
+  fprintf(stderr, "driver: %s(%d): the task has %d such array(s)\n", what, index, count);
+  exit(2);
+}
+
+const void *evolve_input(const void *inputs, int index) {
+  if (index < 0 || index >= in_layout.count) no_array("evolve_input", index, in_layout.count);
+  return (const unsigned char *)inputs + in_layout.offset[index];
+}
+
+void *evolve_output(void *output, int index) {
+  if (index < 0 || index >= out_layout.count) no_array("evolve_output", index, out_layout.count);
+  return (unsigned char *)output + out_layout.offset[index];
 }
 
 static void *page_buffer(size_t bytes) {
@@ -80,14 +130,15 @@ static void serve(size_t in, size_t out) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 4) fail("usage: kernel check|serve in=BYTES out=BYTES SIZES...");
-  long in = evolve_size(argc, argv, "in"), out = evolve_size(argc, argv, "out");
-  if (in < 0 || out <= 0) fail("in= and out= must be byte counts");
+  if (argc < 4) fail("usage: kernel check|serve in=B,B... out=B,... SIZES...");
+  in_layout = parse_layout(argument(argc, argv, "in"));
+  out_layout = parse_layout(argument(argc, argv, "out"));
+  if (out_layout.total == 0) fail("out= must give at least one byte");
   evolve_setup(argc, argv);
   if (strcmp(argv[1], "check") == 0)
-    check((size_t)in, (size_t)out);
+    check(in_layout.total, out_layout.total);
   else if (strcmp(argv[1], "serve") == 0)
-    serve((size_t)in, (size_t)out);
+    serve(in_layout.total, out_layout.total);
   else
     fail("mode must be check or serve");
   return 0;

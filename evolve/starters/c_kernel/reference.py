@@ -1,9 +1,10 @@
 """The trusted reference: y = A x for an n x n float32 matrix A and a vector x.
 
 The evaluator runs this file in its own process, never in the sandbox:
-    make_inputs(rng, sizes) -> the input arrays, packed for the harness in this order
-    reference(inputs, sizes) -> the expected output
-    flops(sizes) -> floating-point operations per call, for GFLOP/s
+    make_inputs(rng, sizes) -> the input arrays, in the order task.yaml's `inputs` names them
+    reference(inputs, sizes) -> the expected output (or a list of them, one per output)
+    flops(sizes) -> optional: floating-point operations per call, for the gflops metric
+    bytes_moved(sizes) -> optional: bytes a call must move, for gbps and the roofline
 """
 
 from __future__ import annotations

@@ -1,0 +1,144 @@
+"""`evolve check`: the seed set up, built, checked and measured once, the way a worker would,
+but in this process and without Ray or a store, so a task author learns in seconds whether
+the task works and what the evaluator will say about a program.
+
+It goes through the same calls as a run's worker (`prepare`, then `evaluate`) in the same
+sandbox, so a task that passes here fails a run only for reasons of scale.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from rich.table import Table
+
+from evolve.evaluator import Evaluator
+from evolve.results import EvalResult
+from evolve.sandbox import Sandbox
+from evolve.sandbox_choice import usable_sandbox
+from evolve.scoring import score
+from evolve.taskfile import LoadedTask, make_evaluator
+from evolve.ui.console import console, errors
+
+log = logging.getLogger("evolve.check")
+
+CHECK_SEED = 0  # the evaluation seed: inputs are still fresh, from the evaluator's own salt
+OK, BROKEN, NO_SANDBOX = 0, 2, 1
+
+
+def check_seed(task: LoadedTask, backend: str | None) -> int:
+    """The exit code: OK when the seed passes every stage, BROKEN when the task or its seed
+    does not work (said in one line, details below it), NO_SANDBOX when the sandbox cannot
+    be opened here."""
+    task = usable_sandbox(task, backend)
+    spec = task.spec
+    console.print(
+        f"checking {task.path}: evaluator {spec.evaluator.name}, "
+        f"sandbox {spec.sandbox.backend}, seed {', '.join(task.seed.files)}",
+        highlight=False,
+    )
+    evaluator = make_evaluator(task)
+    evaluator.limits = spec.sandbox.limits()
+    started = time.monotonic()
+    try:
+        sandbox = spec.sandbox.open()
+    except Exception as exc:
+        _fail(task, f"the {spec.sandbox.backend} sandbox cannot start here: {exc}")
+        return NO_SANDBOX
+    try:
+        with tempfile.TemporaryDirectory(prefix="evolve-check-") as workdir:
+            if not _set_up(evaluator, task, sandbox, Path(workdir)):
+                return BROKEN
+            result = evaluator.evaluate(task.seed, sandbox, seed=CHECK_SEED)
+    except Exception as exc:
+        _fail(task, f"the evaluator crashed on the seed: {type(exc).__name__}: {exc}")
+        errors.print(traceback.format_exc(), highlight=False, markup=False)
+        return BROKEN
+    finally:
+        sandbox.close()
+    took = time.monotonic() - started
+    _show(result, task)
+    if not result.ok:
+        _fail(task, f"the seed fails: {_first_failure(result)}")
+        return BROKEN
+    value = score(result.metrics, spec.objectives)
+    if value is None:
+        names = ", ".join(o.name for o in spec.objectives)
+        _fail(task, f"the seed passes, but the evaluator reported no finite value for {names}")
+        return BROKEN
+    console.print(f"[green]ok[/green]: the seed passes; score {value:.4g} (in {took:.1f}s)")
+    return OK
+
+
+def _set_up(evaluator: Evaluator, task: LoadedTask, sandbox: Sandbox, workdir: Path) -> bool:
+    """The worker's set-up (for most evaluators the seed's own baseline); False, said in
+    one line with the evaluator's details under it, when it fails."""
+    try:
+        evaluator.prepare(task.seed, sandbox, workdir)
+    except Exception as exc:
+        headline, _, details = str(exc).partition("\n")
+        _fail(task, f"the evaluator's set-up failed on the seed: {_complete(headline, details)}")
+        if details.strip():
+            errors.print(details.rstrip(), highlight=False, markup=False)
+        log.debug("set-up failed", exc_info=True)
+        return False
+    return True
+
+
+def _complete(headline: str, details: str) -> str:
+    """A headline that ends in a colon finished with the details' first error line (a
+    compiler's `file:line: error: ...`), so the one line says what broke."""
+    lines = [line.strip() for line in details.splitlines() if line.strip()]
+    if not headline.endswith(":") or not lines:
+        return headline
+    error = next((line for line in lines if _says_what(line)), lines[0])
+    return f"{headline} {error}"
+
+
+def _says_what(line: str) -> bool:
+    """A compiler's or linker's line naming the fault, not the driver's summary of it."""
+    if line.startswith("collect2:"):
+        return False
+    return "error" in line.lower() or "undefined reference" in line
+
+
+def _first_failure(result: EvalResult) -> str:
+    """The failed stage and the first line of what it said."""
+    for stage in result.stages:
+        if not stage.ok:
+            said = (stage.feedback.strip().splitlines() or ["no feedback"])[0]
+            return f"{stage.name}: {said}"
+    return result.status
+
+
+def _show(result: EvalResult, task: LoadedTask) -> None:
+    """Every stage, metric and counter, then the feedback the model would be shown."""
+    stages = Table(title="stages", title_justify="left")
+    for column in ("stage", "result", "seconds"):
+        stages.add_column(column)
+    for stage in result.stages:
+        verdict = "ok" if stage.ok else ("timed out" if stage.timed_out else "FAILED")
+        stages.add_row(stage.name, verdict, f"{stage.seconds:.2f}")
+    console.print(stages)
+    if result.metrics or result.counters:
+        objectives = {o.name: o.direction for o in task.spec.objectives}
+        metrics = Table(title="metrics", title_justify="left")
+        for column in ("name", "value", "source"):
+            metrics.add_column(column)
+        for name, value in result.metrics.items():
+            aim = f" ({objectives[name]}: objective)" if name in objectives else ""
+            metrics.add_row(name + aim, f"{value:.6g}", "evaluator")
+        for name, counter in result.counters.items():
+            metrics.add_row(name, f"{counter.value:.6g}", counter.source)
+        console.print(metrics)
+    if result.feedback:
+        console.print("feedback (what a model is shown):", style="bold")
+        console.print(result.feedback, highlight=False, markup=False)
+
+
+def _fail(task: LoadedTask, message: str) -> None:
+    errors.print(f"[red]error:[/red] {task.path}: {message}", highlight=False)
