@@ -228,7 +228,7 @@ def init(name: Path, template: str) -> None:
         errors.print(f"[red]error:[/red] {exc}", highlight=False)
         sys.exit(2)
     console.print(f"wrote {name}/: {', '.join(p.name for p in written)}")
-    console.print(f"run it: evolve run {name}/task.yaml")
+    console.print(f"check it: evolve check {name}/task.yaml    run it: evolve run {name}/task.yaml")
 
 
 @main.group(short_help="Build and check the sandboxes.")

@@ -9,10 +9,12 @@ import shutil
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import ray
 
+from evaluators.c_kernel import CKernelEvaluator
 from evolve import cluster
 from evolve.sandbox import Sandbox
 from sandboxes import DockerSandbox, ProcessSandbox, docker_available
@@ -78,6 +80,18 @@ def ray_session() -> Iterator[None]:
     yield
     if started:
         ray.shutdown()
+
+
+def c_kernel_task(
+    folder: Path, reference: str, params: dict[str, Any], **files: str
+) -> CKernelEvaluator:
+    """A c_kernel evaluator for a task of a test's own in `folder`: its reference.py and
+    `files` (harness.c, say) written there, counters off unless `params` say otherwise."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "reference.py").write_text(textwrap.dedent(reference))
+    for name, text in files.items():
+        (folder / name).write_text(textwrap.dedent(text))
+    return CKernelEvaluator({"reference": "reference.py", "counters": "never", **params}, folder)
 
 
 def write_synthetic_task(

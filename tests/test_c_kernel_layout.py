@@ -5,9 +5,7 @@ Real gcc and the real process sandbox."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -18,19 +16,12 @@ from evolve.program import Program
 from evolve.results import EvalResult
 from evolve.taskpaths import TaskPathError
 from sandboxes import ProcessSandbox
+from tests.conftest import c_kernel_task
 
 
 @pytest.fixture(scope="module")
 def sandbox() -> ProcessSandbox:
     return ProcessSandbox()
-
-
-def task(folder: Path, reference: str, params: dict[str, Any], **files: str) -> CKernelEvaluator:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "reference.py").write_text(textwrap.dedent(reference))
-    for name, text in files.items():
-        (folder / name).write_text(textwrap.dedent(text))
-    return CKernelEvaluator({"reference": "reference.py", "counters": "never", **params}, folder)
 
 
 def draft(evaluator: CKernelEvaluator, sandbox: ProcessSandbox, body: str) -> EvalResult:
@@ -85,7 +76,7 @@ def test_odd_sizes_reach_a_hand_written_harness_at_the_stated_offsets(
     tmp_path: Path, sandbox: ProcessSandbox, n: int
 ) -> None:
     params = {**ODD_PARAMS, "sizes": {"n": n}}
-    evaluator = task(tmp_path, ODD_REFERENCE, params, **{"harness.c": ODD_HARNESS})
+    evaluator = c_kernel_task(tmp_path, ODD_REFERENCE, params, **{"harness.c": ODD_HARNESS})
     counts = ",".join([str(4 * n)] * 3)
     assert evaluator.oracle.trial(1, {"n": n}).io_args() == [f"in={counts}", f"out={4 * n},12"]
     result = draft(evaluator, sandbox, COMBINE)
@@ -97,7 +88,7 @@ def test_odd_sizes_reach_a_hand_written_harness_at_the_stated_offsets(
 
 def test_an_index_past_the_arrays_stops_the_driver(tmp_path: Path, sandbox: ProcessSandbox) -> None:
     harness = ODD_HARNESS.replace("evolve_input(inputs, 2)", "evolve_input(inputs, 3)")
-    evaluator = task(tmp_path, ODD_REFERENCE, ODD_PARAMS, **{"harness.c": harness})
+    evaluator = c_kernel_task(tmp_path, ODD_REFERENCE, ODD_PARAMS, **{"harness.c": harness})
     result = draft(evaluator, sandbox, COMBINE)
     assert result.status == "check_failed"
     assert "evolve_input(3): the task has 3 such array(s)" in result.feedback
@@ -132,7 +123,7 @@ def test_float64_and_int16_arrays_make_the_round_trip_exactly(
     tmp_path: Path, sandbox: ProcessSandbox
 ) -> None:
     """Values near 1e300 survive only as float64, and int64 draws become int16 exactly."""
-    evaluator = task(tmp_path, ROUND_TRIP_REFERENCE, ROUND_TRIP)
+    evaluator = c_kernel_task(tmp_path, ROUND_TRIP_REFERENCE, ROUND_TRIP)
     assert draft(evaluator, sandbox, HALVE).status == "ok"
     as_float = HALVE.replace("y[i] = x[i];", "y[i] = (float)x[i];")
     result = draft(evaluator, sandbox, as_float)
@@ -144,7 +135,7 @@ def test_values_the_declared_dtype_cannot_hold_fail_at_load_naming_the_input(
 ) -> None:
     wide = ROUND_TRIP_REFERENCE.replace("-30000, 30000", "-40000, 40000")
     with pytest.raises(TaskPathError) as caught:
-        task(tmp_path, wide, ROUND_TRIP)
+        c_kernel_task(tmp_path, wide, ROUND_TRIP)
     assert caught.value.param == "inputs"
     assert "inputs[1] (k) from make_inputs is int64" in caught.value.message
     assert "int16 (declared in `inputs`) cannot represent exactly" in caught.value.message
@@ -193,7 +184,7 @@ def test_a_border_left_out_of_the_comparison_may_stay_unwritten_but_the_interior
     else:
         reference = GRID_REFERENCE + BORDER_MASK
         outputs = [{"name": "out", "dtype": "float32"}]
-    evaluator = task(tmp_path, reference, {**GRID, "outputs": outputs})
+    evaluator = c_kernel_task(tmp_path, reference, {**GRID, "outputs": outputs})
     interior_only = draft(evaluator, sandbox, INTERIOR.replace("BUG", ""))
     assert interior_only.status == "ok", interior_only.feedback
     wrong = draft(evaluator, sandbox, INTERIOR.replace("BUG", "out[5 * n + 9] += 0.5f;"))
@@ -207,7 +198,7 @@ def test_without_a_region_the_unwritten_border_fails(
     tmp_path: Path, sandbox: ProcessSandbox
 ) -> None:
     reference = GRID_REFERENCE.replace("MASKED(out)", "out")
-    evaluator = task(
+    evaluator = c_kernel_task(
         tmp_path, reference, {**GRID, "outputs": [{"name": "out", "dtype": "float32"}]}
     )
     result = draft(evaluator, sandbox, INTERIOR.replace("BUG", ""))
@@ -251,7 +242,7 @@ def test_a_compare_slice_that_does_not_fit_the_output_fails_at_load(
     reference = GRID_REFERENCE.replace("MASKED(out)", "out")
     outputs = [{"name": "out", "dtype": "float32", "compare": compare}]
     with pytest.raises(TaskPathError) as caught:
-        task(tmp_path, reference, {**GRID, "outputs": outputs})
+        c_kernel_task(tmp_path, reference, {**GRID, "outputs": outputs})
     assert caught.value.param == "outputs"
     assert caught.value.message.startswith("outputs[0] (out): compare: ")
     assert message in caught.value.message

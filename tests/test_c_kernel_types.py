@@ -6,7 +6,6 @@ sandbox; and the mistakes in a task that must stop it while it loads, each with 
 from __future__ import annotations
 
 import re
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from evolve.taskfile import load_task
 from evolve.taskpaths import TaskPathError
 from evolve.taskproblems import TaskFileError
 from sandboxes import ProcessSandbox
+from tests.conftest import c_kernel_task
 
 HISTOGRAM_REFERENCE = """
 import numpy as np
@@ -62,15 +62,6 @@ def sandbox() -> ProcessSandbox:
     return ProcessSandbox()
 
 
-def task(folder: Path, reference: str, params: dict[str, Any], **files: str) -> CKernelEvaluator:
-    """An evaluator for a task of its own in `folder`: reference.py and `files` written there."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "reference.py").write_text(textwrap.dedent(reference))
-    for name, text in files.items():
-        (folder / name).write_text(textwrap.dedent(text))
-    return CKernelEvaluator({"counters": "never", **params}, folder)
-
-
 def draft(evaluator: CKernelEvaluator, sandbox: ProcessSandbox, body: str) -> EvalResult:
     """Build and check `body` once, as the agent's drafts are (no seed, no timing)."""
     program = Program({"kernel.c": f"// EVOLVE-BLOCK-START\n{body}\n// EVOLVE-BLOCK-END\n"})
@@ -80,7 +71,7 @@ def draft(evaluator: CKernelEvaluator, sandbox: ProcessSandbox, body: str) -> Ev
 def test_a_uint8_histogram_with_uint32_counts_passes(
     tmp_path: Path, sandbox: ProcessSandbox
 ) -> None:
-    evaluator = task(tmp_path, HISTOGRAM_REFERENCE, HISTOGRAM)
+    evaluator = c_kernel_task(tmp_path, HISTOGRAM_REFERENCE, HISTOGRAM)
     result = draft(evaluator, sandbox, histogram_kernel())
     assert result.status == "ok", result.feedback
     trial = evaluator.oracle.trial(1, HISTOGRAM["sizes"])
@@ -91,7 +82,7 @@ def test_a_uint8_histogram_with_uint32_counts_passes(
 def test_wrong_counts_fail_naming_the_output_and_the_bin(
     tmp_path: Path, sandbox: ProcessSandbox
 ) -> None:
-    evaluator = task(tmp_path, HISTOGRAM_REFERENCE, HISTOGRAM)
+    evaluator = c_kernel_task(tmp_path, HISTOGRAM_REFERENCE, HISTOGRAM)
     result = draft(evaluator, sandbox, histogram_kernel("counts[7] += 1;"))
     assert result.status == "check_failed"
     assert "output `counts`" in result.feedback and "index 7" in result.feedback
@@ -103,7 +94,7 @@ def test_a_count_never_written_is_named_as_the_poison(
     tmp_path: Path, sandbox: ProcessSandbox
 ) -> None:
     """counts[255] starts as 0xffffffff: the kernel below counts into it without zeroing it."""
-    evaluator = task(tmp_path, HISTOGRAM_REFERENCE, HISTOGRAM)
+    evaluator = c_kernel_task(tmp_path, HISTOGRAM_REFERENCE, HISTOGRAM)
     body = f"""{HISTOGRAM_SIGNATURE} {{
   for (int v = 0; v < 255; v++) counts[v] = 0;
   for (int i = 0; i < n; i++) if (data[i] != 255) counts[data[i]]++;
@@ -117,18 +108,20 @@ def test_a_count_never_written_is_named_as_the_poison(
 def test_an_integer_output_off_by_one_fails_even_with_loose_task_tolerances(
     tmp_path: Path, sandbox: ProcessSandbox
 ) -> None:
-    loose = task(tmp_path / "loose", HISTOGRAM_REFERENCE, {**HISTOGRAM, "rtol": 0.5, "atol": 8})
+    loose = c_kernel_task(
+        tmp_path / "loose", HISTOGRAM_REFERENCE, {**HISTOGRAM, "rtol": 0.5, "atol": 8}
+    )
     result = draft(loose, sandbox, histogram_kernel("counts[0] += 1;"))
     assert result.status == "check_failed" and "index 0" in result.feedback
     own = [{"name": "counts", "dtype": "uint32", "atol": 1}]  # the output's own tolerance
-    tolerant = task(tmp_path / "own", HISTOGRAM_REFERENCE, {**HISTOGRAM, "outputs": own})
+    tolerant = c_kernel_task(tmp_path / "own", HISTOGRAM_REFERENCE, {**HISTOGRAM, "outputs": own})
     assert draft(tolerant, sandbox, histogram_kernel("counts[0] += 1;")).status == "ok"
 
 
 def test_a_definition_that_conflicts_with_the_signature_does_not_build(
     tmp_path: Path, sandbox: ProcessSandbox
 ) -> None:
-    evaluator = task(tmp_path, HISTOGRAM_REFERENCE, HISTOGRAM)
+    evaluator = c_kernel_task(tmp_path, HISTOGRAM_REFERENCE, HISTOGRAM)
     floats = "void histogram(int n, const float *restrict data, uint32_t *restrict counts)"
     result = draft(evaluator, sandbox, histogram_kernel(signature=floats))
     assert result.status == "build_failed"
@@ -138,7 +131,7 @@ def test_a_definition_that_conflicts_with_the_signature_does_not_build(
 def test_a_missing_entry_is_named_before_any_advice_about_static(
     tmp_path: Path, sandbox: ProcessSandbox
 ) -> None:
-    evaluator = task(tmp_path, HISTOGRAM_REFERENCE, HISTOGRAM)
+    evaluator = c_kernel_task(tmp_path, HISTOGRAM_REFERENCE, HISTOGRAM)
     body = "int helper(void) { return 1; }\nfloat table[4];"
     result = draft(evaluator, sandbox, body)
     assert result.status == "build_failed"
@@ -238,7 +231,7 @@ def test_integer_inputs_of_an_undeclared_task_fail_at_load_saying_to_declare_the
 ) -> None:
     params = {"reference": "reference.py", "entry": "k", "harness": "harness.c", "sizes": {"n": 8}}
     with pytest.raises(TaskPathError) as caught:
-        task(tmp_path, UNDECLARED_INTEGERS, params, **{"harness.c": ""})
+        c_kernel_task(tmp_path, UNDECLARED_INTEGERS, params, **{"harness.c": ""})
     assert caught.value.param == "reference"
     assert "inputs[0] from make_inputs is int64" in caught.value.message
     assert "declares no `inputs`, so it is float32" in caught.value.message
@@ -273,7 +266,7 @@ def test_a_broken_reference_is_one_clear_line_at_load(
 ) -> None:
     params = {"reference": "reference.py", "entry": "k", "harness": "harness.c", "sizes": {"n": 8}}
     with pytest.raises(TaskPathError) as caught:
-        task(tmp_path, reference, params, **{"harness.c": ""})
+        c_kernel_task(tmp_path, reference, params, **{"harness.c": ""})
     assert caught.value.param == "reference"
     assert expected in caught.value.message
 
@@ -283,11 +276,11 @@ def test_declared_counts_and_dtypes_must_fit_what_the_reference_returns(tmp_path
     signature = HISTOGRAM_SIGNATURE.replace(")", ", int64_t *total)")
     two = {**HISTOGRAM, "outputs": outputs, "signature": signature}
     with pytest.raises(TaskPathError, match=r"returned 1 array\(s\), but `outputs` declares 2"):
-        task(tmp_path / "count", HISTOGRAM_REFERENCE, two)
+        c_kernel_task(tmp_path / "count", HISTOGRAM_REFERENCE, two)
     narrow = {**HISTOGRAM, "outputs": [{"name": "counts", "dtype": "int8"}], "sizes": {"n": 10**5}}
     signature = "void histogram(int n, const uint8_t *data, int8_t *counts)"
     with pytest.raises(TaskPathError, match=r"int8 .* cannot represent exactly"):
-        task(tmp_path / "narrow", HISTOGRAM_REFERENCE, {**narrow, "signature": signature})
+        c_kernel_task(tmp_path / "narrow", HISTOGRAM_REFERENCE, {**narrow, "signature": signature})
 
 
 def test_the_readme_tables_name_every_param_and_every_metric() -> None:
