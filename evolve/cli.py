@@ -127,26 +127,16 @@ def run(
         raise click.UsageError("give a TASK_FILE, or --resume [RUN] to continue a run")
     if resume is not None and (seed is not None or name is not None):
         raise click.UsageError("a resumed run keeps its name and seed: drop --name and --seed")
-    if task_file is not None:
-        task = _load(task_file)
-        from evolve import launch  # imported once the task file has loaded: see the docstring
+    task = _load(task_file) if task_file is not None else None
+    from evolve import launch  # imported once the task file has loaded: see the docstring
 
-        launch.new_run(
-            launch.RunOptions(
-                workers, plain, ray_address, backend, log_level.upper(), candidates, wall_time
-            ),
-            task, seed, name, db, results,
-        )  # fmt: skip
+    options = launch.RunOptions(
+        workers, plain, ray_address, backend, log_level.upper(), candidates, wall_time
+    )
+    if task is not None:
+        launch.new_run(options, task, seed, name, db, results)
     else:
-        from evolve import launch
-
-        wanted = None if resume == LATEST else resume
-        launch.resumed_run(
-            launch.RunOptions(
-                workers, plain, ray_address, backend, log_level.upper(), candidates, wall_time
-            ),
-            wanted, db, results,
-        )  # fmt: skip
+        launch.resumed_run(options, None if resume == LATEST else resume, db, results)
 
 
 @main.command(short_help="Build the seed, check and measure it once, and say what broke.")

@@ -16,6 +16,8 @@ import ray
 
 from evaluators.c_kernel import CKernelEvaluator
 from evolve import cluster
+from evolve.program import Program
+from evolve.results import EvalResult
 from evolve.sandbox import Sandbox
 from sandboxes import DockerSandbox, ProcessSandbox, docker_available
 from sandboxes.isolation import detect
@@ -92,6 +94,13 @@ def c_kernel_task(
     for name, text in files.items():
         (folder / name).write_text(textwrap.dedent(text))
     return CKernelEvaluator({"reference": "reference.py", "counters": "never", **params}, folder)
+
+
+def draft_kernel(evaluator: CKernelEvaluator, sandbox: Sandbox, body: str) -> EvalResult:
+    """Build and check `body` (an EVOLVE-BLOCK's text) once, as the agent's drafts are: no
+    seed, no timing."""
+    program = Program({"kernel.c": f"// EVOLVE-BLOCK-START\n{body}\n// EVOLVE-BLOCK-END\n"})
+    return evaluator.draft(program, sandbox, seed=1)
 
 
 def write_synthetic_task(

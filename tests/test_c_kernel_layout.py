@@ -12,21 +12,14 @@ import pytest
 from pydantic import ValidationError
 
 from evaluators.c_kernel import CKernelEvaluator, layout, region
-from evolve.program import Program
-from evolve.results import EvalResult
 from evolve.taskpaths import TaskPathError
 from sandboxes import ProcessSandbox
-from tests.conftest import c_kernel_task
+from tests.conftest import c_kernel_task, draft_kernel
 
 
 @pytest.fixture(scope="module")
 def sandbox() -> ProcessSandbox:
     return ProcessSandbox()
-
-
-def draft(evaluator: CKernelEvaluator, sandbox: ProcessSandbox, body: str) -> EvalResult:
-    program = Program({"kernel.c": f"// EVOLVE-BLOCK-START\n{body}\n// EVOLVE-BLOCK-END\n"})
-    return evaluator.draft(program, sandbox, seed=1)
 
 
 def test_the_layout_rule_pads_every_array_to_64_bytes() -> None:
@@ -79,9 +72,9 @@ def test_odd_sizes_reach_a_hand_written_harness_at_the_stated_offsets(
     evaluator = c_kernel_task(tmp_path, ODD_REFERENCE, params, **{"harness.c": ODD_HARNESS})
     counts = ",".join([str(4 * n)] * 3)
     assert evaluator.oracle.trial(1, {"n": n}).io_args() == [f"in={counts}", f"out={4 * n},12"]
-    result = draft(evaluator, sandbox, COMBINE)
+    result = draft_kernel(evaluator, sandbox, COMBINE)
     assert result.status == "ok", result.feedback
-    wrong = draft(evaluator, sandbox, COMBINE.replace("tag[2] = 9", "tag[2] = 10"))
+    wrong = draft_kernel(evaluator, sandbox, COMBINE.replace("tag[2] = 9", "tag[2] = 10"))
     assert wrong.status == "check_failed"
     assert "output `tag`" in wrong.feedback and "index 2: expected 9, got 10" in wrong.feedback
 
@@ -89,7 +82,7 @@ def test_odd_sizes_reach_a_hand_written_harness_at_the_stated_offsets(
 def test_an_index_past_the_arrays_stops_the_driver(tmp_path: Path, sandbox: ProcessSandbox) -> None:
     harness = ODD_HARNESS.replace("evolve_input(inputs, 2)", "evolve_input(inputs, 3)")
     evaluator = c_kernel_task(tmp_path, ODD_REFERENCE, ODD_PARAMS, **{"harness.c": harness})
-    result = draft(evaluator, sandbox, COMBINE)
+    result = draft_kernel(evaluator, sandbox, COMBINE)
     assert result.status == "check_failed"
     assert "evolve_input(3): the task has 3 such array(s)" in result.feedback
 
@@ -124,9 +117,9 @@ def test_float64_and_int16_arrays_make_the_round_trip_exactly(
 ) -> None:
     """Values near 1e300 survive only as float64, and int64 draws become int16 exactly."""
     evaluator = c_kernel_task(tmp_path, ROUND_TRIP_REFERENCE, ROUND_TRIP)
-    assert draft(evaluator, sandbox, HALVE).status == "ok"
+    assert draft_kernel(evaluator, sandbox, HALVE).status == "ok"
     as_float = HALVE.replace("y[i] = x[i];", "y[i] = (float)x[i];")
-    result = draft(evaluator, sandbox, as_float)
+    result = draft_kernel(evaluator, sandbox, as_float)
     assert result.status == "check_failed" and "output `y`" in result.feedback
 
 
@@ -185,12 +178,14 @@ def test_a_border_left_out_of_the_comparison_may_stay_unwritten_but_the_interior
         reference = GRID_REFERENCE + BORDER_MASK
         outputs = [{"name": "out", "dtype": "float32"}]
     evaluator = c_kernel_task(tmp_path, reference, {**GRID, "outputs": outputs})
-    interior_only = draft(evaluator, sandbox, INTERIOR.replace("BUG", ""))
+    interior_only = draft_kernel(evaluator, sandbox, INTERIOR.replace("BUG", ""))
     assert interior_only.status == "ok", interior_only.feedback
-    wrong = draft(evaluator, sandbox, INTERIOR.replace("BUG", "out[5 * n + 9] += 0.5f;"))
+    wrong = draft_kernel(evaluator, sandbox, INTERIOR.replace("BUG", "out[5 * n + 9] += 0.5f;"))
     assert wrong.status == "check_failed"
     assert "row 5, col 9" in wrong.feedback and "of the 225 compared values" in wrong.feedback
-    unwritten = draft(evaluator, sandbox, INTERIOR.replace("BUG", "out[n + 1] = 0.0f / 0.0f;"))
+    unwritten = draft_kernel(
+        evaluator, sandbox, INTERIOR.replace("BUG", "out[n + 1] = 0.0f / 0.0f;")
+    )
     assert unwritten.status == "check_failed" and "row 1, col 1" in unwritten.feedback
 
 
@@ -201,7 +196,7 @@ def test_without_a_region_the_unwritten_border_fails(
     evaluator = c_kernel_task(
         tmp_path, reference, {**GRID, "outputs": [{"name": "out", "dtype": "float32"}]}
     )
-    result = draft(evaluator, sandbox, INTERIOR.replace("BUG", ""))
+    result = draft_kernel(evaluator, sandbox, INTERIOR.replace("BUG", ""))
     assert result.status == "check_failed"
     assert "NaN" in result.feedback and "row 0, col 0" in result.feedback
 

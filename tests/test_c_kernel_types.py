@@ -13,15 +13,13 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from evaluators.c_kernel import CKernelEvaluator, metrics
+from evaluators.c_kernel import metrics
 from evaluators.c_kernel.params import CKernelParams
-from evolve.program import Program
-from evolve.results import EvalResult
 from evolve.taskfile import load_task
 from evolve.taskpaths import TaskPathError
 from evolve.taskproblems import TaskFileError
 from sandboxes import ProcessSandbox
-from tests.conftest import c_kernel_task
+from tests.conftest import c_kernel_task, draft_kernel
 
 HISTOGRAM_REFERENCE = """
 import numpy as np
@@ -62,17 +60,11 @@ def sandbox() -> ProcessSandbox:
     return ProcessSandbox()
 
 
-def draft(evaluator: CKernelEvaluator, sandbox: ProcessSandbox, body: str) -> EvalResult:
-    """Build and check `body` once, as the agent's drafts are (no seed, no timing)."""
-    program = Program({"kernel.c": f"// EVOLVE-BLOCK-START\n{body}\n// EVOLVE-BLOCK-END\n"})
-    return evaluator.draft(program, sandbox, seed=1)
-
-
 def test_a_uint8_histogram_with_uint32_counts_passes(
     tmp_path: Path, sandbox: ProcessSandbox
 ) -> None:
     evaluator = c_kernel_task(tmp_path, HISTOGRAM_REFERENCE, HISTOGRAM)
-    result = draft(evaluator, sandbox, histogram_kernel())
+    result = draft_kernel(evaluator, sandbox, histogram_kernel())
     assert result.status == "ok", result.feedback
     trial = evaluator.oracle.trial(1, HISTOGRAM["sizes"])
     assert len(trial.inputs) == 1000 and trial.io_args() == ["in=1000", "out=1024"]
@@ -83,7 +75,7 @@ def test_wrong_counts_fail_naming_the_output_and_the_bin(
     tmp_path: Path, sandbox: ProcessSandbox
 ) -> None:
     evaluator = c_kernel_task(tmp_path, HISTOGRAM_REFERENCE, HISTOGRAM)
-    result = draft(evaluator, sandbox, histogram_kernel("counts[7] += 1;"))
+    result = draft_kernel(evaluator, sandbox, histogram_kernel("counts[7] += 1;"))
     assert result.status == "check_failed"
     assert "output `counts`" in result.feedback and "index 7" in result.feedback
     assert "integers must match exactly" in result.feedback
@@ -99,7 +91,7 @@ def test_a_count_never_written_is_named_as_the_poison(
   for (int v = 0; v < 255; v++) counts[v] = 0;
   for (int i = 0; i < n; i++) if (data[i] != 255) counts[data[i]]++;
 }}"""
-    result = draft(evaluator, sandbox, body)
+    result = draft_kernel(evaluator, sandbox, body)
     assert result.status == "check_failed"
     assert "index 255" in result.feedback and "got 4294967295" in result.feedback
     assert "(the poison value: was it written?)" in result.feedback
@@ -111,11 +103,11 @@ def test_an_integer_output_off_by_one_fails_even_with_loose_task_tolerances(
     loose = c_kernel_task(
         tmp_path / "loose", HISTOGRAM_REFERENCE, {**HISTOGRAM, "rtol": 0.5, "atol": 8}
     )
-    result = draft(loose, sandbox, histogram_kernel("counts[0] += 1;"))
+    result = draft_kernel(loose, sandbox, histogram_kernel("counts[0] += 1;"))
     assert result.status == "check_failed" and "index 0" in result.feedback
     own = [{"name": "counts", "dtype": "uint32", "atol": 1}]  # the output's own tolerance
     tolerant = c_kernel_task(tmp_path / "own", HISTOGRAM_REFERENCE, {**HISTOGRAM, "outputs": own})
-    assert draft(tolerant, sandbox, histogram_kernel("counts[0] += 1;")).status == "ok"
+    assert draft_kernel(tolerant, sandbox, histogram_kernel("counts[0] += 1;")).status == "ok"
 
 
 def test_a_definition_that_conflicts_with_the_signature_does_not_build(
@@ -123,7 +115,7 @@ def test_a_definition_that_conflicts_with_the_signature_does_not_build(
 ) -> None:
     evaluator = c_kernel_task(tmp_path, HISTOGRAM_REFERENCE, HISTOGRAM)
     floats = "void histogram(int n, const float *restrict data, uint32_t *restrict counts)"
-    result = draft(evaluator, sandbox, histogram_kernel(signature=floats))
+    result = draft_kernel(evaluator, sandbox, histogram_kernel(signature=floats))
     assert result.status == "build_failed"
     assert "conflicting types for" in result.feedback and "histogram" in result.feedback
 
@@ -133,7 +125,7 @@ def test_a_missing_entry_is_named_before_any_advice_about_static(
 ) -> None:
     evaluator = c_kernel_task(tmp_path, HISTOGRAM_REFERENCE, HISTOGRAM)
     body = "int helper(void) { return 1; }\nfloat table[4];"
-    result = draft(evaluator, sandbox, body)
+    result = draft_kernel(evaluator, sandbox, body)
     assert result.status == "build_failed"
     assert "does not define `histogram`" in result.feedback
     assert "helper, table" in result.feedback and "static" not in result.feedback

@@ -219,6 +219,21 @@ def _histogram(tmp_path: Path) -> Path:
     return folder
 
 
+def check_broken(
+    tmp_path: Path, file: str, old: str, new: str
+) -> tuple[Path, str, subprocess.CompletedProcess[str]]:
+    """`evolve check` of the small histogram task with `old` replaced by `new` in `file`,
+    which must fail with exit 2, one `error:` line and no traceback: the task file, the line."""
+    folder = _histogram(tmp_path)
+    edited = folder / file
+    edited.write_text(edited.read_text().replace(old, new))
+    done = evolve("check", folder / "task.yaml", cwd=tmp_path, timeout=120)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    [line] = error_lines(done.stderr)
+    return folder / "task.yaml", line, done
+
+
 def test_check_of_a_c_kernel_task_prints_metrics_and_feedback(tmp_path: Path) -> None:
     task = _histogram(tmp_path) / "task.yaml"
     done = evolve("check", task, cwd=tmp_path, timeout=180)
@@ -231,41 +246,26 @@ def test_check_of_a_c_kernel_task_prints_metrics_and_feedback(tmp_path: Path) ->
 
 
 def test_check_of_a_broken_reference_is_one_line_at_load(tmp_path: Path) -> None:
-    folder = _histogram(tmp_path)
-    reference = folder / "reference.py"
-    reference.write_text(reference.read_text().replace("minlength=256", "minlength=undefined"))
-    done = evolve("check", folder / "task.yaml", cwd=tmp_path, timeout=60)
-    assert done.returncode == 2
-    [line] = error_lines(done.stderr)
+    _, line, _ = check_broken(tmp_path, "reference.py", "minlength=256", "minlength=undefined")
     assert "evaluator.params.reference" in line and "NameError" in line
-    assert "Traceback" not in done.stderr
 
 
 def test_check_of_a_seed_that_does_not_build_says_so_and_shows_the_compiler(
     tmp_path: Path,
 ) -> None:
-    folder = _histogram(tmp_path)
-    seed = folder / "seed.c"
-    seed.write_text(seed.read_text().replace("counts[v] = total;", "counts[v] = total"))
-    done = evolve("check", folder / "task.yaml", cwd=tmp_path, timeout=120)
-    assert done.returncode == 2
-    [line] = error_lines(done.stderr)
+    task, line, done = check_broken(tmp_path, "seed.c", "counts[v] = total;", "counts[v] = total")
     assert line.startswith(
-        f"error: {folder / 'task.yaml'}: the evaluator's set-up failed on the seed: "
+        f"error: {task}: the evaluator's set-up failed on the seed: "
         "the seed program does not build: candidate/seed.c:22:22: error: expected"
     )
     assert "counts[v] = total\n" in done.stderr  # the compiler's report follows the line
-    assert "Traceback" not in done.stderr
 
 
 def test_check_of_a_seed_that_answers_wrong_names_the_output(tmp_path: Path) -> None:
-    folder = _histogram(tmp_path)
-    seed = folder / "seed.c"
-    seed.write_text(seed.read_text().replace("counts[v] = total;", "counts[v] = total + 1;"))
-    done = evolve("check", folder / "task.yaml", cwd=tmp_path, timeout=120)
-    assert done.returncode == 2
-    [line] = error_lines(done.stderr)
-    assert line.startswith(f"error: {folder / 'task.yaml'}: the seed fails: check: ")
+    task, line, done = check_broken(
+        tmp_path, "seed.c", "counts[v] = total;", "counts[v] = total + 1;"
+    )
+    assert line.startswith(f"error: {task}: the seed fails: check: ")
     assert "counts" in line
     assert re.search(r"│ check +│ FAILED ", done.stdout)
 

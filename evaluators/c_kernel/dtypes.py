@@ -30,18 +30,14 @@ DType = Literal[
 DEFAULT: DType = "float32"
 
 
-def numpy_dtype(name: str) -> np.dtype:
-    return np.dtype(name)
-
-
 def is_float(name: str) -> bool:
-    return numpy_dtype(name).kind == "f"
+    return np.dtype(name).kind == "f"
 
 
 def poison(name: str) -> int | None:
     """The value an integer output holds where nothing was written (every byte 0xff), or
     None for a float type, where those bytes are a NaN."""
-    dtype = numpy_dtype(name)
+    dtype = np.dtype(name)
     if dtype.kind == "f":
         return None
     return int(np.frombuffer(b"\xff" * dtype.itemsize, dtype=dtype)[0])
@@ -59,7 +55,7 @@ def conform(value: object, name: str, *, declared: bool, what: str, key: str) ->
         array = np.asarray(value)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{what} is not an array: {exc}") from None
-    target = numpy_dtype(name)
+    target = np.dtype(name)
     source = array.dtype
     if source == target:
         return np.ascontiguousarray(array)

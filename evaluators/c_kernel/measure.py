@@ -156,7 +156,7 @@ def time_pair(
     except ValueError:
         raise StageFailed(f"the timer's report is unreadable: {excerpt(result.stdout)}") from None
     _fail_on(report, params)
-    _judge(report["calls"], result.files.get("outputs.bin"), trials, params)
+    _judge(report["calls"], result.files.get("outputs.bin"), trials)
     return summarise(report, trials[0], params)
 
 
@@ -188,9 +188,7 @@ def _fail_on(report: dict, params: CKernelParams) -> None:
         )
 
 
-def _judge(
-    calls: list[dict], outputs: bytes | None, trials: list[Trial], params: CKernelParams
-) -> None:
+def _judge(calls: list[dict], outputs: bytes | None, trials: list[Trial]) -> None:
     """Every call's output, the seed's too, against the reference; a seed that fails was
     tampered with. The timer hashed each output as it copied it, so a rewritten file shows."""
     size = layout.total(trials[0].output_bytes)

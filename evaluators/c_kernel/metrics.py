@@ -69,7 +69,7 @@ def throughput(trial: Trial, params: CKernelParams, seconds: float) -> dict[str,
     if trial.flops is not None:
         rates["gflops"] = trial.flops / seconds / 1e9
     if trial.work is not None:
-        rates[f"{params.work_unit}_per_s"] = trial.work / seconds
+        rates[work_metric(params)] = trial.work / seconds
     return rates
 
 
@@ -82,7 +82,7 @@ def throughput_line(trial: Trial, params: CKernelParams, metrics: dict[str, floa
     parts = [f"{metrics['gbps']:.3g} GB/s (counting {traffic})"]
     if "gflops" in metrics:
         parts.append(f"{metrics['gflops']:.3g} GFLOP/s")
-    work = f"{params.work_unit}_per_s"
+    work = work_metric(params)
     if work in metrics:
         parts.append(f"{metrics[work]:.3g} {params.work_unit}/s")
     return "candidate throughput: " + ", ".join(parts)
