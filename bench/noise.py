@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from machine import cpu_model, load_average, say  # bench/machine.py, beside this script
 
 from evaluators.c_kernel import CKernelEvaluator
 from evolve.knobs import Knob, Value, find_knobs, set_knobs
@@ -85,23 +86,6 @@ class Row:
 
     label: str
     cells: dict[str, str] = field(default_factory=dict)
-
-
-def say(line: str = "") -> None:
-    print(line, flush=True)
-
-
-def cpu_model() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "unknown CPU"
-    found = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
-    return found[1].strip() if found else "unknown CPU"
-
-
-def load_average() -> str:
-    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
 @contextmanager

@@ -71,6 +71,19 @@ class Budgets:
                 return False
         return True
 
+    def tokens_left_each(self, proposals: int) -> int | None:
+        """The tokens each of `proposals` model proposals may still use, sharing what is left
+        of the token budget, and of the USD budget at the run's average price per token;
+        None without either budget."""
+        budget, left = self.budget, []
+        if budget.tokens is not None:
+            left.append(budget.tokens - self.spent_tokens)
+        if budget.usd is not None and self.spent_usd > 0 and self.spent_tokens > 0:
+            left.append((budget.usd - self.spent_usd) * self.spent_tokens / self.spent_usd)
+        if not left:
+            return None
+        return max(1, int(min(left) / max(1, proposals)))
+
     def spend(self, calls: Sequence[LLMCall]) -> float:
         """Count a finished proposal's model calls; what they cost in USD."""
         usd = sum(call.cost_usd for call in calls)

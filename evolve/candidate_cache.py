@@ -1,5 +1,5 @@
 """Candidates the engine saw lately, kept in memory: parents are picked again and again, and
-the engine is the store's only writer, so what it remembers is never stale."""
+the engine is the only writer of candidates, so what it remembers is never stale."""
 
 from __future__ import annotations
 

@@ -177,7 +177,7 @@ def leaderboard(run_name: str | None, limit: int, db: str | None, results: Path 
         if record is None:
             errors.print(f"[red]error:[/red] no run {run_name or ''} in {store.display_url}")
             sys.exit(2)
-        console.print(board(store, record.name, limit))
+        console.print(board(store, record, limit))
         console.print(run_summary(store, record))
 
 

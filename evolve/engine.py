@@ -36,8 +36,10 @@ from evolve.pool import WorkerPool
 from evolve.proposals import Proposer
 from evolve.results import ERROR, EvalResult
 from evolve.scoring import score
+from evolve.search import make_strategy
 from evolve.search.bandit import improvement_reward
-from evolve.search.strategy import IslandStrategy
+from evolve.search.placement import placement, stored_placements
+from evolve.services import open_services
 from evolve.store import CandidateRecord, RunRecord, Store
 from evolve.taskfile import LoadedTask
 from evolve.watchdog import Watchdog, evaluation_deadline
@@ -81,10 +83,11 @@ class Engine:
         self.overtime_grace_s = min(self.spec.sandbox.timeout_s, deadline_s)
         self.candidates = CandidateCache(store)
         self.champion = Champion(Referee(self.spec.champion, store), results_dir, run.name)
-        self.strategy = IslandStrategy(self.spec.search, self.seed_id)
+        self.strategy = make_strategy(self.spec.search, self.spec.objectives, self.seed_id)
         mutators, self.reader = make_mutators(
             task, evaluator, store_url=store.url, run_name=run.name
         )
+        self.services = open_services(self.spec, store.url)
         self.proposer = Proposer(
             self.spec,
             mutators,
@@ -94,16 +97,18 @@ class Engine:
             candidates=self.candidates,
             budgets=self.budgets,
             events=self.events,
+            services=self.services,
         )
         self.recorded = self.failed = 0
 
     # -- set-up -----------------------------------------------------------------------
 
     def _restore(self) -> None:
-        """Rebuild selection state from the store: scores, islands, migrations, champion."""
-        self.strategy.restore(
-            self.store.scored(self.run_name), self.store.migrations(self.run_name)
-        )
+        """Rebuild selection state from the store: scores, islands, migrations, champion,
+        the proposals ledger and the novelty index."""
+        self.proposer.restore()
+        scored = stored_placements(self.store, self.run_name)
+        self.strategy.restore(scored, self.store.migrations(self.run_name))
         for candidate in self.champion.restore():
             self.dispatch.add(Job(candidate, "remeasure"))
         counts = self.store.status_counts(self.run_name)
@@ -123,6 +128,7 @@ class Engine:
         finally:
             self.budgets.flush_wall(force=True)
             self.pool.stop()
+            self.services.close()
             if self.reader is not None:
                 ray.kill(self.reader)
         best = self.store.candidate(self.champion.best[0]) if self.champion.best else None
@@ -184,6 +190,11 @@ class Engine:
         seed = self.candidates.get(self.seed_id)
         if seed.score is None:
             return f"the seed is not usable (status {seed.status}), so there is nothing to evolve"
+        if self.strategy.pick(random.Random(0)) is None:
+            return (
+                "no scored program has a place to be picked from (MAP-Elites: is every "
+                "feature a metric the seed reports? run.log names a missing one)"
+            )
         return "nothing left to evaluate"
 
     def _propose(self) -> None:
@@ -195,7 +206,7 @@ class Engine:
             and len(self.proposer.in_flight) < slots
             and len(self.dispatch.queue) < self.pool.size
             and self.budgets.room_for(self.added + len(self.proposer.in_flight))
-            and self.proposer.submit(self.rng)
+            and self.proposer.submit(self.rng, self.added)
         ):
             pass
 
@@ -253,7 +264,7 @@ class Engine:
         self.budgets.fruitless = 0
         if job.kind == "evaluate":
             self.proposer.passed(candidate)
-        self.strategy.add(candidate.id, candidate.score, candidate.island)
+        self.strategy.add(placement(self.store, self.spec.objectives, candidate, result))
         decision = self.champion.consider(candidate, stepped)
         if decision is not None:
             self._decide(candidate, decision)
@@ -281,4 +292,5 @@ class Engine:
             best_id=best[0] if best else None,
             best_score=best[1] if best else None,
             spend=self.budgets.spend_line() if self.spec.llm else "",
+            outage=self.services.outage_line(),
         )

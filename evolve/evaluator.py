@@ -48,6 +48,10 @@ class Evaluator(Protocol):
     # without it has its whole cascade run on each draft, which must then not need them.
     # Optional: `worst_case_s(limits) -> float`, the longest one evaluation can take with
     # every sandbox run at its limit; the driver's deadline for it (evolve/watchdog.py).
+    # Optional: `prompt_rules() -> str`, what a candidate may use (allowed compiler flags,
+    # headers, the entry's signature), as "- " lines for the model's prompt, so a model
+    # learns the allowlists before a proposal fails on them. Called once, in the driver,
+    # when the run starts; an evaluator without it gives the prompt no rules of its own.
 
 
 def available_evaluators() -> dict[str, Any]:

@@ -28,7 +28,7 @@ from evolve.store import CandidateRecord, RunRecord, Store
 from evolve.taskfile import LoadedTask, TaskFileError, changed_files, make_evaluator, parse_task
 from evolve.ui.console import console, errors
 from evolve.ui.dashboard import Dashboard, PlainLog
-from evolve.ui.tables import latest_ok
+from evolve.ui.tables import scored_by
 
 log = logging.getLogger("evolve.launch")
 
@@ -107,6 +107,8 @@ def new_run(
                 "workers": options.workers,
                 "task_sha256": task.digest,
                 "task_files": dict(task.files),
+                "objectives": [(o.name, o.direction) for o in task.spec.objectives],
+                "strategy": task.spec.search.strategy,
             },
         )
         execute(task, store, record, options, location.results)
@@ -229,7 +231,7 @@ def execute(
             f"consistently); see: evolve show {outcome.seed_id}"
         )
         sys.exit(1)
-    evaluation = latest_ok(store, best.id)
+    evaluation = scored_by(store, best.id)
     metrics = ", ".join(
         f"{k} {v:.4g}" for k, v in (evaluation.metrics if evaluation else {}).items()
     )

@@ -10,8 +10,10 @@ all, and its run still says `running`. So:
   owning worker is gone. The driver runs it after shutting Ray down, and the guardian
   (evolve/guardian.py) runs it when the driver ends without doing so;
 - `sweep`, which every `evolve` command that opens a store runs first, marks as `stopped`
-  each run that says `running` but whose driver on this host is gone, and cleans up after
-  it. Runs driven from other hosts are left alone: only their host can tell.
+  each run that says `running` but whose driver on this host is gone, closes the
+  proposals it left in flight as `interrupted` (their paid calls are already stored), and
+  cleans up after it. Runs driven from other hosts are left alone: only their host can
+  tell.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def sweep(store: Store) -> None:
                 dead.append((run.name, driver))
     for name, driver in dead:
         store.set_run_status(name, "stopped")
+        store.interrupt_proposals(name)
         log.warning(
             "run %s was left running by a driver that is gone (pid %d): marked stopped; "
             "continue it with: evolve run --resume %s",

@@ -139,6 +139,18 @@ class Program:
     def as_bytes(self) -> dict[str, bytes]:
         return {path: text.encode() for path, text in self.files.items()}
 
+    @property
+    def code_length(self) -> int:
+        """Characters inside the EVOLVE-BLOCKs of all files: the part evolution writes, and
+        the `code_length` feature a MAP-Elites grid may be cut by."""
+        return sum(
+            len(line)
+            for path, text in self.files.items()
+            for segment in split_segments(path, text)
+            if segment.mutable
+            for line in segment.lines
+        )
+
 
 def layout_free(path: str, text: str) -> str:
     """The text less what cannot change what the program does, as far as its language says.

@@ -1,9 +1,13 @@
 """Which operator makes the next proposal, on which parent, and what becomes of it.
 
-Proposals run as Ray tasks that take no CPU slot (evolve/workers.py). A model proposal
-gets the model keys with it; the bandit, when the task asks for one, chooses the operator
-and model; the autotuner takes a share of proposals to tune the constants of model-made
-children (the finisher); and `fix` works through the candidates that failed.
+Proposals run as Ray tasks that take no CPU slot (evolve/workers.py). Each is opened in
+the store's proposals ledger before it starts and settled with its outcome when it
+returns; its model calls reach the store as they complete (evolve/ledger_writer.py). A
+model proposal gets the model keys with it and waits on the run's per-provider circuit
+(evolve/llm/circuit.py); the bandit, when the task asks for one, chooses the operator and
+model; the autotuner takes a share of proposals to tune the constants of model-made
+children (the finisher); and `fix` works through the candidates that failed. A model-made
+child too close to a program already in the run is rejected before it costs an evaluation.
 """
 
 from __future__ import annotations
@@ -18,15 +22,21 @@ import ray
 from ray.exceptions import RayError
 
 from evolve import workers
+from evolve.briefing import Briefing
 from evolve.budgets import Budgets
 from evolve.candidate_cache import CandidateCache
 from evolve.events import Event, EventLog
-from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Mutator, Parent
+from evolve.llm.hooks import CallHooks
+from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Mutator, Proposal
+from evolve.mutators.change_summary import summarize_change
 from evolve.mutators.llm import key_names, model_config
+from evolve.proposal_outcomes import Outcome
 from evolve.search.bandit import ArmStats, CostAwareBandit, arm_name, split_arm
+from evolve.search.novelty import NoveltyIndex
 from evolve.search.strategy import Pick, SearchStrategy
 from evolve.secrets import Keys
-from evolve.store import CandidateRecord, Store
+from evolve.services import RunServices
+from evolve.store import CandidateRecord, Settlement, Store
 from evolve.task import TaskSpec
 
 log = logging.getLogger("evolve.proposals")
@@ -34,6 +44,8 @@ log = logging.getLogger("evolve.proposals")
 FINISHER = "finisher"  # the autotuner tuning a model-made child
 FINISH_KEPT = 16  # the latest model-made children that the finisher cycles through
 BROKEN_KEPT = 64  # failed candidates remembered for the fix operator
+# Outcomes that say nothing about the search: an outage or a budget, not a barren search.
+NOT_FRUITLESS: frozenset[Outcome] = frozenset({"retries_exhausted", "budget", "interrupted"})
 
 
 @dataclass(frozen=True)
@@ -41,6 +53,7 @@ class MutationJob:
     island: int
     parent: CandidateRecord
     mutator: str
+    proposal_id: int
     arm: str | None = None  # the bandit's (operator, model) choice, when it chose
 
 
@@ -56,13 +69,24 @@ class Proposer:
         candidates: CandidateCache,
         budgets: Budgets,
         events: EventLog,
+        services: RunServices,
     ) -> None:
         self.spec, self.store, self.run_name = spec, store, run_name
         self.strategy, self.candidates = strategy, candidates
-        self.budgets, self.events = budgets, events
+        self.budgets, self.events, self.services = budgets, events, services
         self.mutators = {m.name: (ray.put(mutators[m.name]), m.weight) for m in spec.mutators}
         self.keys = Keys.read(key_names(spec.llm))  # for model proposals only
         self.bandit = self._restore_bandit() if spec.llm and spec.llm.adaptive else None
+        self.novelty = NoveltyIndex(spec.search.novelty_threshold)
+        self.briefing = Briefing(
+            spec,
+            store,
+            run_name,
+            strategy=strategy,
+            candidates=candidates,
+            novelty=self.novelty,
+            budgets=budgets,
+        )
         self.finisher = ray.put(Autotuner({}))
         self.in_flight: dict[ray.ObjectRef, MutationJob] = {}
         # Failed candidates waiting for the `fix` operator, each tried once, newest kept.
@@ -71,9 +95,18 @@ class Proposer:
         self.to_finish: deque[int] = deque(maxlen=FINISH_KEPT)
         self.proposals = self.finishes = 0
 
-    def submit(self, rng: random.Random) -> bool:
+    def restore(self) -> None:
+        """Close what a stopped driver left in flight, and index the run's programs."""
+        if interrupted := self.store.interrupt_proposals(self.run_name):
+            self.events.emit(
+                Event("info", f"{interrupted} proposal(s) in flight when the run stopped")
+            )
+        for candidate_id, program in self.store.programs(self.run_name):
+            self.novelty.add(candidate_id, program)
+
+    def submit(self, rng: random.Random, added: int) -> bool:
         """Start one proposal; False when none can start now (nothing scored yet, only
-        `fix` with nothing broken, or no model budget left)."""
+        `fix` with nothing broken, or no model budget left). `added`: candidates so far."""
         if self._finisher_due():
             return self._submit_finisher(rng)
         names = [n for n in self.mutators if n != "fix" or self.broken]
@@ -81,9 +114,9 @@ class Proposer:
             return False
         name = rng.choices(names, weights=[self.mutators[n][1] for n in names])[0]
         arm = model = None
+        llm_in_flight = sum(job.mutator in LLM_OPERATORS for job in self.in_flight.values())
         if name in LLM_OPERATORS:
-            in_flight = sum(job.mutator in LLM_OPERATORS for job in self.in_flight.values())
-            if not self.budgets.affordable(in_flight):
+            if not self.budgets.affordable(llm_in_flight):
                 return False
             if self.bandit is not None:
                 allowed = [a for a in self.bandit.weights if self._may(a)]
@@ -97,53 +130,44 @@ class Proposer:
         if pick is None:
             return False  # nothing scored yet: wait for the seed
         parent = self.candidates.get(pick.parent_id)
-        partner_id = self.strategy.partner(pick, rng)
-        others = () if partner_id is None else (self._as_parent(self.candidates.get(partner_id)),)
-        request = MutationRequest(self._as_parent(parent), others, rng.getrandbits(63), model)
+        partner_id = self.strategy.partner(pick, rng) if name == "crossover" else None
+        request = MutationRequest(self.briefing.parent(parent), (), rng.getrandbits(63), model)
+        if name in LLM_OPERATORS:
+            request = MutationRequest(
+                request.parent,
+                self.briefing.others(pick, partner_id),
+                request.seed,
+                model,
+                attempts=self.briefing.attempts(parent.id),
+                digest=self.briefing.run_digest(added),
+                token_cap=self.briefing.token_cap(llm_in_flight),
+            )
         self.proposals += 1
-        keys = self.keys if name in LLM_OPERATORS else Keys()
-        ref = workers.propose.remote(self.mutators[name][0], request, keys)
-        self.in_flight[ref] = MutationJob(pick.island, parent, name, arm)
+        parents = [parent.id] if partner_id is None else [parent.id, partner_id]
+        self._start(name, request, MutationJob(pick.island, parent, name, 0, arm), parents)
         return True
 
     def finish(self, ref: ray.ObjectRef, *, room: bool) -> CandidateRecord | None:
-        """Store what a finished proposal made; the new candidate, if it is new and the
-        candidate budget (`room`) takes it. Model calls are recorded whatever happened:
-        they were paid for."""
+        """Settle a finished proposal in the ledger; the new candidate, if it is new, not
+        too like one the run holds, and the candidate budget (`room`) takes it. Its model
+        calls are counted against the budgets whatever happened: they were paid for."""
         job = self.in_flight.pop(ref)
         try:
             proposal = ray.get(ref)
         except RayError as exc:
             proposal = workers.MutationFailed(f"mutation task lost: {exc}")
+        self._spend(proposal.calls, job.arm)
         if isinstance(proposal, workers.MutationFailed):
             if proposal.trace:
                 log.error("%s crashed on #%d:\n%s", job.mutator, job.parent.id, proposal.trace)
-            self._record_calls(proposal.calls, job)
-            self.budgets.fruitless += 1
-            self.events.emit(
-                Event("failure", f"{job.mutator} failed on #{job.parent.id}: {proposal.reason}")
-            )
+            text = f"{job.mutator} failed on #{job.parent.id}: {proposal.reason}"
+            self.events.emit(Event("failure", text))
+            self._settle(job, proposal.outcome, proposal.calls, detail=proposal.reason)
             return None
         if not room:
-            self._record_calls(proposal.calls, job)
+            self._settle(job, "budget", proposal.calls, detail="the candidate budget is full")
             return None
-        self._spend(proposal.calls, job.arm)
-        child = self.store.add_candidate(
-            self.run_name,
-            proposal.program,
-            parent_ids=[job.parent.id, *_partners(proposal.record)],
-            island=job.island,
-            generation=job.parent.generation + 1,
-            mutation=_mutation_record(proposal.record, job),
-            llm_calls=proposal.calls,
-            arm=job.arm,
-        )
-        if child is None:
-            self.budgets.fruitless += 1  # already evaluated: never evaluate a program twice
-            self.store.record_llm_calls(
-                self.run_name, proposal.calls, operator=job.mutator, arm=job.arm
-            )
-        return child
+        return self._admit(job, proposal)
 
     def failed(self, candidate: CandidateRecord) -> None:
         """A child that failed its evaluation, for `fix` to try once."""
@@ -153,6 +177,76 @@ class Proposer:
         """A child that passed: one a model made is tuned later by the finisher."""
         if candidate.mutation.get("model"):
             self.to_finish.append(candidate.id)
+
+    def _admit(self, job: MutationJob, proposal: Proposal) -> CandidateRecord | None:
+        """A child the run does not hold yet becomes a pending candidate; a duplicate, or a
+        model-made child too close to a program of the run, is settled without one."""
+        program = proposal.program
+        summary = summarize_change(job.parent.program, program)
+        owner = self.store.code_owner(self.run_name, program.code_hash)
+        if owner is not None:
+            detail = f"the same program as #{owner}"
+            self._settle(job, "duplicate", proposal.calls, detail, summary, nearest=(owner, 1.0))
+            return None
+        if job.mutator in LLM_OPERATORS and (near := self.novelty.too_similar(program)):
+            detail = f"{near[1]:.0%} similar to #{near[0]}; not evaluated"
+            self._settle(job, "too_similar", proposal.calls, detail, summary, nearest=near)
+            self.events.emit(Event("info", f"{job.mutator} on #{job.parent.id}: {detail}"))
+            return None
+        child = self.store.add_candidate(
+            self.run_name,
+            program,
+            parent_ids=[job.parent.id, *_partners(proposal.record)],
+            island=job.island,
+            generation=job.parent.generation + 1,
+            mutation={**_mutation_record(proposal.record, job), "summary": summary},
+            settlement=Settlement(job.proposal_id, "candidate", proposal.calls, summary=summary),
+        )
+        if child is None:  # only another writer of this run could have added it meanwhile
+            self._settle(job, "duplicate", proposal.calls, "the same program as another")
+            return None
+        self.novelty.add(child.id, program)
+        return child
+
+    def _start(
+        self, name: str, request: MutationRequest, job: MutationJob, parents: Sequence[int]
+    ) -> None:
+        proposal_id = self.store.open_proposal(
+            self.run_name, operator=name, parent_ids=parents, island=job.island, arm=job.arm
+        )
+        model_made = name in LLM_OPERATORS
+        hooks = CallHooks(
+            proposal_id,
+            sink=self.services.ledger if model_made else None,
+            gate=self.services.circuits if model_made else None,
+        )
+        keys = self.keys if model_made else Keys()
+        mutator = self.finisher if name == FINISHER else self.mutators[name][0]
+        ref = workers.propose.remote(mutator, request, keys, hooks)
+        self.in_flight[ref] = MutationJob(job.island, job.parent, name, proposal_id, job.arm)
+
+    def _settle(
+        self,
+        job: MutationJob,
+        outcome: Outcome,
+        calls: Sequence,
+        detail: str = "",
+        summary: str = "",
+        nearest: tuple[int, float] | None = None,
+    ) -> None:
+        if outcome not in NOT_FRUITLESS:
+            self.budgets.fruitless += 1
+        self.store.settle_proposal(
+            Settlement(
+                job.proposal_id,
+                outcome,
+                calls,
+                detail=detail,
+                summary=summary,
+                nearest_id=nearest[0] if nearest else None,
+                similarity=nearest[1] if nearest else None,
+            )
+        )
 
     def _restore_bandit(self) -> CostAwareBandit:
         """Arms are the configured model operators times the models; what they learnt before
@@ -187,23 +281,9 @@ class Proposer:
         parent = self.candidates.get(self.to_finish[0])
         self.to_finish.rotate(-1)
         self.finishes += 1
-        request = MutationRequest(self._as_parent(parent), (), rng.getrandbits(63))
-        ref = workers.propose.remote(self.finisher, request, Keys())
-        self.in_flight[ref] = MutationJob(parent.island, parent, FINISHER)
+        request = MutationRequest(self.briefing.parent(parent), (), rng.getrandbits(63))
+        self._start(FINISHER, request, MutationJob(parent.island, parent, FINISHER, 0), [parent.id])
         return True
-
-    def _as_parent(self, candidate: CandidateRecord) -> Parent:
-        """A parent as mutators see it; a model also gets its metrics and stage feedback."""
-        if self.spec.llm is None:
-            return Parent(candidate.id, candidate.program, candidate.score)
-        latest = self.store.evaluations(candidate.id)[-1:]
-        metrics = latest[0].metrics if latest else {}
-        feedback = latest[0].feedback if latest else ""
-        return Parent(candidate.id, candidate.program, candidate.score, metrics, feedback)
-
-    def _record_calls(self, calls: Sequence, job: MutationJob) -> None:
-        self._spend(calls, job.arm)
-        self.store.record_llm_calls(self.run_name, calls, operator=job.mutator, arm=job.arm)
 
     def _spend(self, calls: Sequence, arm: str | None) -> None:
         usd = self.budgets.spend(calls)

@@ -19,7 +19,8 @@ class StoreReader:
     """Read-only access to one run for the agent's tools, wherever on a cluster they run.
 
     It lives on the driver's node, which can always open the store (a SQLite file is
-    only there), and never writes: the engine stays the store's only writer."""
+    only there), and never writes: the engine and the ledger writer
+    (evolve/ledger_writer.py) are the store's only writers."""
 
     def __init__(self, url: str, run_name: str) -> None:
         self.store = Store(url)

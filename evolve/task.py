@@ -34,11 +34,58 @@ class Objective(Strict):
     weight: float = Field(1.0, gt=0)
 
 
+class FeatureSpec(Strict):
+    """One axis of the MAP-Elites grid: a metric the evaluator reports, or `code_length`
+    (the characters of the program's EVOLVE-BLOCKs), cut into `bins` equal bins over
+    [min, max]; values outside fall into the end bins."""
+
+    name: str
+    min: float
+    max: float
+    bins: int = Field(10, ge=1, le=1000)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> FeatureSpec:
+        if not self.max > self.min:
+            raise ValueError(f"max ({self.max:g}) must be greater than min ({self.min:g})")
+        return self
+
+
 class SearchSpec(Strict):
+    strategy: Literal["islands", "map_elites", "pareto"] = Field(
+        "islands",
+        description="islands: ranked by score; map_elites: one elite per feature cell; "
+        "pareto: the non-dominated front over the objectives",
+    )
     islands: int = Field(3, ge=1, le=256)
     migration_interval: int = Field(25, ge=1, description="evaluations between ring migrations")
     selection_pressure: float = Field(1.5, gt=0, description="power-law exponent over ranks")
     exploration: float = Field(0.1, ge=0, le=1, description="share of uniform parent picks")
+    features: list[FeatureSpec] = Field(
+        default_factory=list, description="map_elites: the grid's axes", max_length=4
+    )
+    novelty_threshold: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="a model-made child this similar (0..1, token MinHash) to a program "
+        "already in the run is rejected before evaluation",
+    )
+    inspirations: int = Field(3, ge=0, le=10, description="other programs shown in a prompt")
+    history: int = Field(5, ge=0, le=20, description="the parent's past attempts shown")
+    digest_every: int = Field(
+        20, ge=1, description="candidates between updates of the run's digest in prompts"
+    )
+
+    @model_validator(mode="after")
+    def _features_fit_the_strategy(self) -> SearchSpec:
+        if self.strategy == "map_elites" and not self.features:
+            raise ValueError(
+                "map_elites needs `features`: e.g. [{name: code_length, min: 0, max: 4000}]"
+            )
+        if self.strategy != "map_elites" and self.features:
+            raise ValueError("`features` are the MAP-Elites grid: set strategy: map_elites")
+        return self
 
 
 class MutatorSpec(Strict):
@@ -73,6 +120,12 @@ class ModelSpec(Strict):
 class PriceSpec(Strict):
     input_per_mtok: float = Field(ge=0, description="USD per million input tokens")
     output_per_mtok: float = Field(ge=0, description="USD per million output tokens")
+    cached_input_per_mtok: float | None = Field(
+        None, ge=0, description="USD per million input tokens read from the prompt cache"
+    )
+    cache_write_per_mtok: float | None = Field(
+        None, ge=0, description="USD per million input tokens written to the prompt cache"
+    )
 
 
 class LLMSpec(Strict):

@@ -17,9 +17,11 @@ from yaml.nodes import MappingNode, SequenceNode
 from evolve.evaluator import Evaluator, evaluator_class
 from evolve.knobs import find_knobs
 from evolve.llm.config import ModelSpecError
+from evolve.llm.prices import BUILTIN_PRICES
 from evolve.mutators import LLM_OPERATORS, MUTATORS
 from evolve.mutators.llm import model_config
 from evolve.program import Program, ProgramError
+from evolve.search.map_elites import CODE_LENGTH
 from evolve.task import TaskSpec
 from evolve.taskpaths import TaskPathError, confine, read_task_file
 from evolve.taskproblems import (
@@ -114,7 +116,9 @@ class TaskChecks:
                 )  # fmt: skip
 
     def llm(self) -> None:
-        """Models must parse, and their keys must be there now rather than fail mid-run."""
+        """Models must parse, and their keys must be there now rather than fail mid-run.
+        Under a USD budget every model needs a price: one counted as free would let the
+        budget be overspent without a word."""
         llm = self.spec.llm
         if llm is None:
             return
@@ -130,6 +134,9 @@ class TaskChecks:
                 self.fail(
                     ("llm", "models", i, "model"), f"set {config.key_env} to use {config.label}"
                 )
+            priced = config.label in BUILTIN_PRICES or config.label in llm.prices
+            if self.spec.budget.usd is not None and not priced:
+                self.fail(("llm", "models", i, "model"), _unpriced(config.label))
             if config.provider == "anthropic" and llm.temperature is not None:
                 message = "the anthropic SDK takes no temperature: remove it or the model"
                 self.fail(("llm", "temperature"), message)
@@ -141,10 +148,34 @@ class TaskChecks:
                 where = f"objectives[{first[objective.name]}]"
                 self.fail(("objectives", i, "name"), f"{objective.name!r} is already {where}")
             first.setdefault(objective.name, i)
-            vet = getattr(self.made, "metric_problem", None)
-            problem = vet(objective.name) if callable(vet) else None
+            problem = self._metric_problem(objective.name)
             if problem:
                 self.fail(("objectives", i, "name"), problem)
+        self._search_fits()
+
+    def _search_fits(self) -> None:
+        """The strategy's needs: pareto two objectives to trade off, map_elites features
+        that every evaluation reports."""
+        search = self.spec.search
+        if search.strategy == "pareto" and len(self.spec.objectives) < 2:
+            message = (
+                f"pareto trades objectives off against each other and this task has "
+                f"{len(self.spec.objectives)}: add another objective, or use islands"
+            )
+            self.fail(("search", "strategy"), message)
+        first: dict[str, int] = {}
+        for i, feature in enumerate(search.features):
+            if feature.name in first:
+                where = f"search.features[{first[feature.name]}]"
+                self.fail(("search", "features", i, "name"), f"{feature.name!r} is already {where}")
+            first.setdefault(feature.name, i)
+            problem = None if feature.name == CODE_LENGTH else self._metric_problem(feature.name)
+            if problem:
+                self.fail(("search", "features", i, "name"), problem)
+
+    def _metric_problem(self, name: str) -> str | None:
+        vet = getattr(self.made, "metric_problem", None)
+        return vet(name) if callable(vet) else None
 
     def _templates(self, folder: str) -> None:
         """The prompt templates the task overrides: each one read now, so that one leading
@@ -168,3 +199,16 @@ class TaskChecks:
         except TaskPathError as exc:
             self.fail(loc, exc.message)
             return None
+
+
+def _unpriced(label: str) -> str:
+    """What to write for a model no price table knows; a local server's calls cost nothing."""
+    if label.startswith("openai-compatible:"):
+        rates, note = ("0", "0"), "for a free local server"
+    else:
+        rates, note = ("X", "Y"), "USD per million tokens, from the provider's price list"
+    key = f'{{"{label}": {{input_per_mtok: {rates[0]}, output_per_mtok: {rates[1]}}}}}'
+    return (
+        f"{label} has no price, so budget.usd cannot count its calls: "
+        f"set llm.prices: {key} ({note})"
+    )

@@ -20,8 +20,10 @@ from typing import Any
 import ray
 
 from evolve.evaluator import Evaluator
+from evolve.llm.hooks import CallHooks, hooked
 from evolve.mutators.base import MutationError, MutationRequest, Mutator, Proposal
 from evolve.program import Program
+from evolve.proposal_outcomes import Outcome
 from evolve.results import ERROR, UNAVAILABLE, EvalResult
 from evolve.sandbox import Sandbox, SandboxUnavailable
 from evolve.secrets import Keys
@@ -41,6 +43,7 @@ class MutationFailed:
     reason: str
     calls: tuple[Any, ...] = ()  # model calls made on the way: paid for, so recorded
     trace: str = ""  # the traceback, when the mutator crashed rather than declined
+    outcome: Outcome = "failed"
 
 
 @ray.remote(num_cpus=1)
@@ -82,13 +85,16 @@ class EvaluationWorker:
 
 
 @ray.remote(num_cpus=0)
-def propose(mutator: Mutator, request: MutationRequest, keys: Keys) -> Proposal | MutationFailed:
+def propose(
+    mutator: Mutator, request: MutationRequest, keys: Keys, hooks: CallHooks
+) -> Proposal | MutationFailed:
     """`keys` are the model keys, sent with each proposal rather than found in the worker's
-    environment (which holds none): see evolve/secrets.py."""
+    environment (which holds none): see evolve/secrets.py. `hooks` write each model call
+    to the ledger as it completes and hold requests while the provider's circuit is open."""
     try:
-        with keys.lent():
+        with keys.lent(), hooked(hooks):
             return mutator.propose(request)
     except MutationError as exc:
-        return MutationFailed(str(exc), exc.calls)
+        return MutationFailed(str(exc), exc.calls, outcome=exc.outcome)
     except Exception as exc:
         return MutationFailed(f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())

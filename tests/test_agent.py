@@ -133,6 +133,7 @@ def test_an_agent_that_never_submits_is_capped_and_its_calls_are_kept(tmp_path: 
 
     assert len(turns_out.value.calls) == 3
     assert len(tokens_out.value.calls) == 3  # 500 tokens a turn: the third crosses 1200
+    assert turns_out.value.outcome == tokens_out.value.outcome == "out_of_turns"
     assert "no candidate #999" in server.requests[1].body["messages"][-1]["content"]
 
 

@@ -75,8 +75,9 @@ def test_crossover_takes_values_from_the_partner() -> None:
 
 def test_a_program_without_knobs_cannot_be_tuned() -> None:
     program = Program({"k.c": "// EVOLVE-BLOCK-START\nint x = 1;\n// EVOLVE-BLOCK-END\n"})
-    with pytest.raises(MutationError, match="no @knob"):
+    with pytest.raises(MutationError, match="no @knob") as caught:
         Autotuner({}).propose(MutationRequest(_parent(program), (), seed=0))
+    assert caught.value.outcome == "failed" and not caught.value.calls
 
 
 def one_knob(annotation: str, value: int) -> Knob:

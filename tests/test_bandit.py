@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from evolve import orphans
 from evolve.engine import Engine
 from evolve.search.bandit import ArmStats, CostAwareBandit, improvement_reward
 from evolve.store import Store
@@ -26,7 +27,7 @@ from tests.test_cli import EVOLVE, _kill_group, evolve
 GOOD, BAD = "openai-compatible:good", "openai-compatible:bad"
 
 
-def test_untried_arms_come_first_then_the_better_one() -> None:
+def test_at_equal_weights_both_arms_are_tried_then_the_better_one_wins() -> None:
     bandit = CostAwareBandit({"a": 1.0, "b": 1.0})
     rng = random.Random(0)
     first = bandit.choose(rng)
@@ -50,6 +51,50 @@ def test_at_equal_reward_the_cheaper_arm_wins_and_free_arms_do_not_divide_by_zer
     paid = {"free": ArmStats(5, 2.0, 0.0), "paid": ArmStats(5, 2.0, 1.0)}
     free = CostAwareBandit({"free": 1.0, "paid": 1.0}, paid)
     assert free.index("free") > free.index("paid") > 0
+
+
+def test_with_no_data_the_prior_decides() -> None:
+    bandit = CostAwareBandit({"diff @ heavy": 3.0, "diff @ light": 1.0, "rewrite @ light": 0.5})
+    assert {bandit.choose(random.Random(seed)) for seed in range(20)} == {"diff @ heavy"}
+    assert (
+        bandit.index("diff @ heavy")
+        > bandit.index("diff @ light")
+        > bandit.index("rewrite @ light")
+    )
+    assert bandit.choose(random.Random(0), allowed=["diff @ light", "rewrite @ light"]) == (
+        "diff @ light"
+    )
+
+
+def simulate(
+    bandit: CostAwareBandit, success: dict[str, float], rounds: int, seed: int
+) -> list[str]:
+    """Pull arms as the engine does (pulled, then rewarded once the child is scored); an arm's
+    child beats its parent with probability `success[arm]`, earning 0.8."""
+    rng, world = random.Random(seed), random.Random(seed + 1000)
+    picks = []
+    for _ in range(rounds):
+        arm = bandit.choose(rng)
+        bandit.pulled(arm, 0.001)
+        bandit.rewarded(arm, 0.8 if world.random() < success[arm] else 0.0)
+        picks.append(arm)
+    return picks
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_data_overrides_the_prior(seed: int) -> None:
+    """A hundredfold weight for the worse model: the first pull is still its, but the
+    underdog's real rewards win it most of the work (a weight that multiplied the index,
+    as before, kept 299 of 300 pulls on the favoured arm here)."""
+    bandit = CostAwareBandit({"favoured": 10.0, "underdog": 0.1})
+    picks = simulate(bandit, {"favoured": 0.1, "underdog": 0.6}, rounds=300, seed=seed)
+    assert picks[0] == "favoured"
+    assert Counter(picks)["underdog"] > 200
+    assert Counter(picks[-100:])["underdog"] > 80
+    assert (bandit.stats["favoured"].pulls, bandit.stats["underdog"].pulls) == (
+        Counter(picks)["favoured"],
+        Counter(picks)["underdog"],
+    ), "the store's counts are real pulls only; the prior is not written into them"
 
 
 def test_the_reward_is_scale_free_improvement_over_the_parent() -> None:
@@ -110,17 +155,19 @@ llm:
 
 
 def pulls_match_the_ledger(store: Store, run: str) -> dict[str, tuple[int, float, float]]:
-    """Each proposal writes its calls and its arm's pull in one transaction, so the counts
-    agree however the driver died: a good proposal is one call, a bad one two."""
+    """A proposal's arm is pulled when it ends, in the transaction that settles it (or
+    closes it as interrupted, after a kill), and charged the calls stored under it, so the
+    counts agree however the driver died: a good proposal is one call, a bad one two."""
+    orphans.sweep(store)  # what any evolve command does first
     arms = store.bandit_arms(run)
-    calls = Counter(c.model for c in store.llm_calls_of_run(run))
-    usd: Counter[str] = Counter()
-    for call in store.llm_calls_of_run(run):
-        usd[call.model] += call.cost_usd
-    assert arms[f"diff @ {GOOD}"][0] == calls["good"]
-    assert arms[f"diff @ {BAD}"][0] * 2 == calls["bad"]
-    for label, model in ((GOOD, "good"), (BAD, "bad")):
-        assert arms[f"diff @ {label}"][2] == pytest.approx(usd[model])
+    proposals = store.proposals(run)
+    assert all(p.outcome is not None for p in proposals)
+    for label, calls in ((GOOD, 1), (BAD, 2)):
+        own = [p for p in proposals if p.arm == f"diff @ {label}"]
+        assert arms[f"diff @ {label}"][0] == len(own)
+        assert arms[f"diff @ {label}"][2] == pytest.approx(sum(p.cost_usd for p in own))
+        assert all(p.calls == calls for p in own if p.outcome != "interrupted")
+        assert all(p.models == (label,) for p in own if p.calls)
     return arms
 
 

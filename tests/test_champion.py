@@ -210,7 +210,7 @@ def test_a_flagged_candidate_whose_measurements_agree_is_crowned_and_shown_flagg
     assert len(crowning) == 1 and "(flagged;" in crowning[0].text
 
     console = Console(record=True, width=240)
-    console.print(leaderboard(store, RUN))
+    console.print(leaderboard(store, store.get_run(RUN)))
     board = console.export_text()
     assert f"#{best.id}!" in board and "2x flagged" in board and "! flagged:" in board
     console.print(candidate_view(store, best))

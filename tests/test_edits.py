@@ -92,10 +92,25 @@ def test_an_exact_match_wins_over_loose_ones() -> None:
 
 def test_edits_outside_the_block_are_refused() -> None:
     reply = block("int also_fixed(void) { return 3; }\n", "int also_fixed(void) { return 4; }\n")
-    with pytest.raises(EditError, match="Only text inside the EVOLVE-BLOCK"):
+    with pytest.raises(EditError, match="Only text inside the EVOLVE-BLOCK") as fixed:
         apply(Program({"k.c": KERNEL}), reply)
-    with pytest.raises(EditError, match="Only text inside the EVOLVE-BLOCK"):
+    with pytest.raises(EditError, match="Only text inside the EVOLVE-BLOCK") as marker:
         apply(Program({"k.c": KERNEL}), block("// EVOLVE-BLOCK-END\n", ""))
+    assert fixed.value.outcome == marker.value.outcome == "outside_block"
+
+
+def test_every_other_edit_error_is_unparseable() -> None:
+    program = Program({"k.c": KERNEL})
+    failures = [
+        lambda: parse_diff("prose only"),
+        lambda: apply(program, block("    return y * 7;\n", "    return y;\n")),
+        lambda: apply(program, block("    int y = x + 1;\n", "    int y = x;\n")),
+        lambda: apply_rewrite(program, "no code"),
+    ]
+    for failure in failures:
+        with pytest.raises(EditError) as caught:
+            failure()
+        assert caught.value.outcome == "unparseable_after_repair", str(caught.value)
 
 
 def test_a_diff_that_changes_nothing_is_refused() -> None:

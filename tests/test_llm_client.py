@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from evolve.clipping import middle_truncate
 from evolve.llm import BUILTIN_PRICES, LLMCall, ModelConfig, Price, cost, parse_model
 from evolve.llm.client import Completion, LLMClient
 from evolve.llm.config import ModelSpecError
-from tests.fakes.llm_server import Empty, Fail, Reply, ScriptedLLMServer, Stall
+from evolve.llm.conversation import Tool
+from evolve.taskfile import load_task
+from tests.conftest import write_synthetic_task
+from tests.fakes.llm_server import (
+    Empty,
+    Fail,
+    Reply,
+    ScriptedLLMServer,
+    Stall,
+    ToolCall,
+    prompt_text,
+)
 
 OPENAI_KEY = "sk-test-openai-4f1c"
 ANTHROPIC_KEY = "sk-ant-test-9b2e"
@@ -78,7 +95,8 @@ def test_each_sdk_sends_its_own_wire_format(server: ScriptedLLMServer, waits: li
     to_openai, to_anthropic = (request.body for request in server.requests)
     assert to_openai["messages"] == [{"role": "system", "content": "sys"}, *conversation]
     assert (to_openai["max_completion_tokens"], to_openai["temperature"]) == (99, 0.3)
-    assert (to_anthropic["system"], to_anthropic["messages"]) == ("sys", conversation)
+    cached_system = [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}]
+    assert (to_anthropic["system"], to_anthropic["messages"]) == (cached_system, conversation)
     assert to_anthropic["max_tokens"] == 99 and "temperature" not in to_anthropic
 
 
@@ -280,7 +298,8 @@ def test_long_prompts_and_replies_are_stored_truncated(
     assert completion.text == "r" * 5000
     call = completion.calls[0]
     assert call.prompt.startswith("[system]") and call.prompt.count("p") < 1000
-    assert call.response.startswith("r" * 1000) and "4000 more characters" in call.response
+    assert len(call.response) <= 1000 and call.response.startswith("r" * 400)
+    assert call.response.endswith("r" * 400) and "characters omitted ...]" in call.response
 
 
 def test_the_client_pickles_without_its_sdk_or_key_and_works_after(
@@ -334,3 +353,164 @@ def test_parse_model_says_what_is_wrong(spec: object, complaint: str, field: str
     with pytest.raises(ModelSpecError, match=re.escape(complaint)) as raised:
         parse_model(spec)  # type: ignore[arg-type]
     assert raised.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("model", "written", "expected_usd"),
+    [
+        # 2,000 plain at $0.40, 8,000 cached at $0.10 (0.25x), 100 out at $1.60, per million
+        ("openai:gpt-4.1-mini", 0, (2_000 * 0.40 + 8_000 * 0.10 + 100 * 1.60) / 1e6),
+        # 1,000 plain at $1, 8,000 read at $0.10, 1,000 written at $1.25, 100 out at $5
+        ("anthropic:claude-haiku-4-5", 1_000, (1_000 + 8_000 * 0.1 + 1_000 * 1.25 + 500) / 1e6),
+    ],
+)
+def test_cached_tokens_are_read_from_either_api_and_charged_at_their_own_rates(
+    server: ScriptedLLMServer, waits: list[float], model: str, written: int, expected_usd: float
+) -> None:
+    server.then(
+        Reply("ok", input_tokens=10_000, output_tokens=100, cached_tokens=8_000,
+              cache_write_tokens=written)
+    )  # fmt: skip
+
+    (call,) = ask(client(model, waits)).calls
+
+    assert (call.input_tokens, call.cached_tokens, call.cache_write_tokens) == (
+        10_000,
+        8_000,
+        written,
+    )
+    assert call.cost_usd == pytest.approx(expected_usd)
+    assert call.cost_usd < cost(BUILTIN_PRICES[model], 10_000, 100)
+
+
+def test_a_price_without_cache_rates_charges_cached_tokens_as_plain_input(
+    server: ScriptedLLMServer, waits: list[float]
+) -> None:
+    server.then(Reply("ok", input_tokens=1_000_000, output_tokens=0, cached_tokens=900_000))
+    llm = client(MODELS[0], waits, prices={MODELS[0]: Price(2.0, 0.0)})
+    assert ask(llm).calls[0].cost_usd == pytest.approx(2.0)
+
+
+def test_anthropic_requests_mark_the_system_prompt_for_the_cache_and_openai_sends_nothing_new(
+    server: ScriptedLLMServer, waits: list[float]
+) -> None:
+    server.then(Reply("a"), ToolCall("look", {}), Reply("b"), ToolCall("look", {}))
+    tool = Tool("look", "Look around.", {"type": "object", "properties": {}})
+    system = "You edit C code. " * 50
+    for model in MODELS:
+        client(model, waits).complete(system, [{"role": "user", "content": "go"}], max_tokens=9)
+        client(model, waits).converse(system, ["go"], [tool], max_tokens=9)
+
+    to_openai = [r.body for r in server.requests if r.api == "openai"]
+    to_anthropic = [r.body for r in server.requests if r.api == "anthropic"]
+    assert len(to_openai) == len(to_anthropic) == 2
+    marked = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
+    assert [body["system"] for body in to_anthropic] == [marked, marked]
+    assert all(body["messages"][0] == {"role": "system", "content": system} for body in to_openai)
+    assert "cache_control" not in str(to_openai)
+    assert all(prompt_text(body).startswith(system) for body in to_anthropic)
+
+
+def test_each_attempt_records_when_it_was_made(
+    server: ScriptedLLMServer, waits: list[float]
+) -> None:
+    server.then(Fail(500), Reply("ok"))
+    before = time.time()
+    calls = ask(client(MODELS[0], waits)).calls
+    after = time.time()
+
+    assert statuses(calls) == ["server_error", "ok"]
+    assert before <= calls[0].started_at <= calls[1].started_at <= after
+
+
+def test_stored_texts_lose_their_middle_not_their_end(
+    server: ScriptedLLMServer, waits: list[float]
+) -> None:
+    lines = [f"line {number:03d}: int x{number} = {number};" for number in range(300)]
+    server.then(Reply("\n".join(lines)))
+
+    completion = ask(client(MODELS[0], waits, max_stored_chars=2_000), "Speed it up, keep the API.")
+
+    assert completion.text == "\n".join(lines)
+    stored = completion.calls[0].response
+    head, marker, tail = stored.partition("\n[... ")
+    assert marker and len(stored) <= 2_000
+    assert head.startswith(lines[0]) and tail.endswith(lines[-1])
+    assert set(head.split("\n")) <= set(lines), "the head was cut inside a line"
+    omitted_line, _, kept_tail = tail.partition("\n")
+    assert set(kept_tail.split("\n")) <= set(lines), "the tail was cut inside a line"
+    counted = re.fullmatch(r"(\d+) characters omitted \.\.\.\]", omitted_line)
+    assert counted is not None
+    assert len(head) + 1 + int(counted.group(1)) + len(kept_tail) == len(completion.text)
+    assert completion.calls[0].prompt.endswith("Speed it up, keep the API.")
+
+
+@pytest.mark.parametrize(
+    ("text", "limit"),
+    [("x" * 500, 100), ("a\nb\n" * 300, 50), ("one line " * 40, 60), ("short", 5)],
+)
+def test_middle_truncate_keeps_both_ends_within_the_limit(text: str, limit: int) -> None:
+    clipped = middle_truncate(text, limit)
+    assert len(clipped) <= limit
+    if len(text) <= limit:
+        assert clipped == text
+    else:
+        assert "characters omitted ...]" in clipped
+        assert clipped[:5] == text[:5] and clipped[-5:] == text[-5:]
+
+
+def test_a_limit_too_small_for_the_marker_keeps_the_start() -> None:
+    assert middle_truncate("abcdefghij" * 10, 8) == "abcdefgh"
+
+
+UNPRICED_TASK = """\
+name: unpriced
+seed: seed.py
+evaluator: {{name: synthetic, params: {{target: 100}}}}
+objectives: [{{name: distance, direction: minimize}}]
+budget: {{candidates: 5, usd: 1.0}}
+sandbox: {{backend: process}}
+mutators:
+  - name: diff
+llm:
+  models:
+    - model: openai:gpt-4.1-mini
+    - {{model: qwen3, base_url: "http://127.0.0.1:9/v1"}}
+{prices}"""
+
+
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_a_usd_budget_with_an_unpriced_model_is_refused_at_load(
+    tmp_path: Path, command: str
+) -> None:
+    task = write_synthetic_task(tmp_path)
+    task.write_text(UNPRICED_TASK.format(prices=""))
+    env = {**os.environ, "OPENAI_API_KEY": OPENAI_KEY, "EVOLVE_DB": f"sqlite:///{tmp_path}/e.db"}
+
+    done = subprocess.run(
+        [sys.executable, "-m", "evolve", command, str(task)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+
+    said = done.stdout + done.stderr
+    assert done.returncode == 2, said
+    key = '{"openai-compatible:qwen3": {input_per_mtok: 0, output_per_mtok: 0}}'
+    assert "task.yaml:12: llm.models[1].model: openai-compatible:qwen3 has no price" in said
+    assert f"set llm.prices: {key}" in said
+    assert "gpt-4.1-mini" not in said  # the built-in table prices that one
+    assert not (tmp_path / "e.db").exists()
+
+
+def test_a_priced_local_model_loads_under_a_usd_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    task = write_synthetic_task(tmp_path)
+    price = "{input_per_mtok: 0, output_per_mtok: 0, cached_input_per_mtok: 0}"
+    task.write_text(
+        UNPRICED_TASK.format(prices=f'  prices: {{"openai-compatible:qwen3": {price}}}\n')
+    )
+
+    llm = load_task(task).spec.llm
+
+    assert llm is not None and llm.prices["openai-compatible:qwen3"].cached_input_per_mtok == 0

@@ -95,6 +95,13 @@ def test_decisions_replay_into_the_same_object_as_stock(sandbox: ProcessSandbox)
     assert replayed.sha256 == plain.sha256 and replayed.text_bytes == plain.text_bytes > 0
 
 
+def test_trusted_compiles_report_clangs_cpu_seconds(sandbox: ProcessSandbox) -> None:
+    (decided,) = decide(sandbox, DEFAULT)
+    (replayed,) = replay(sandbox, decided.decisions)
+    (plain,) = stock(sandbox)
+    assert replayed.cpu_seconds > 0 and plain.cpu_seconds > 0
+
+
 def test_never_inlining_keeps_the_calls_and_changes_the_object(sandbox: ProcessSandbox) -> None:
     (decided,) = decide(sandbox, policy("return False"))
     assert set(decided.decisions) == {"0"}
@@ -209,6 +216,7 @@ def test_the_seed_passes_the_cascade_with_split_metrics(
     assert 0.8 < result.metrics["size_ratio"] < 1.2 and 0.8 < result.metrics["heldout_ratio"] < 1.2
     assert result.metrics["text.zlib-minigzip"] > 0 and "text.zlib-gun" in result.metrics
     assert "inlined" in result.feedback and "x -Oz" in result.feedback
+    assert result.metrics["compile_s"] > 0 and "s CPU" in result.feedback
 
 
 def test_a_worse_fast_tier_skips_the_training_corpus(

@@ -4,10 +4,18 @@ from pathlib import Path
 
 import pytest
 
+from evaluators.c_kernel.evaluator import CKernelEvaluator
+from evolve import metric_glossary
+from evolve.evaluator import evaluator_class
 from evolve.hardware import describe_hardware
-from evolve.mutators.base import Parent
-from evolve.mutators.prompt import PromptContext, build_prompt, repair_prompt, truncate
+from evolve.mutators.base import Parent, PastAttempt
+from evolve.mutators.change_summary import summarize_change
+from evolve.mutators.factory import prompt_context
+from evolve.mutators.prompt import OPERATORS, PromptContext, build_prompt, repair_prompt, truncate
 from evolve.program import Program
+from evolve.taskfile import load_task
+
+ROOT = Path(__file__).resolve().parents[1]
 
 KERNEL = """\
 #include <stdio.h>
@@ -26,6 +34,9 @@ CONTEXT = PromptContext(
 )
 
 
+TURNS = {"max_turns": "3"}  # the agent's template needs it; the others ignore it
+
+
 def parent(
     score: float | None = 1.25, feedback: str = "warning: unused variable 'z'", pid: int = 7
 ) -> Parent:
@@ -33,29 +44,35 @@ def parent(
 
 
 def test_the_diff_prompt_holds_everything_the_model_needs() -> None:
+    """What every proposal shares is in the system prompt; the parent in the user message."""
     system, user = build_prompt("diff", CONTEXT, parent(), [])
-    assert "EVOLVE-BLOCK-START" in system
+    assert "Only the code between the EVOLVE-BLOCK-START" in system
     for needed in (
         "Make tuned() fast.",
         "gflops (maximize), size_bytes (minimize)",
-        "### k.c\n```c\n" + KERNEL + "```",
-        "score 1.25",
-        "gflops = 3.5",
-        "warning: unused variable 'z'",
         "Shifts beat multiplies",
         "Test Chip 9000, 8 cores usable",
         "<<<<<<< SEARCH",
         ">>>>>>> REPLACE",
     ):
+        assert needed in system
+        assert needed not in user
+    for needed in (
+        "### k.c\n```c\n" + KERNEL + "```",
+        "#7 (score 1.25",
+        "gflops = 3.5 GFLOP/s",
+        "warning: unused variable 'z'",
+    ):
         assert needed in user
     assert "\n\n\n" not in user.replace(KERNEL, "")
+    assert "\n\n\n" not in system
 
 
 def test_rewrite_asks_for_one_fenced_block_and_fix_names_the_failure() -> None:
-    _, user = build_prompt("rewrite", CONTEXT, parent(), [])
-    assert "exactly one fenced code block (```c" in user
-    assert "first EVOLVE-BLOCK of k.c" in user
-    assert "<<<<<<< SEARCH" not in user
+    system, _ = build_prompt("rewrite", CONTEXT, parent(), [])
+    assert "exactly one fenced code block (```c" in system
+    assert "first EVOLVE-BLOCK of k.c" in system
+    assert "<<<<<<< SEARCH" not in system
     _, user = build_prompt("fix", CONTEXT, parent(None, "error: 'q' undeclared"), [])
     assert "no score: it failed evaluation" in user
     assert "error: 'q' undeclared" in user
@@ -64,51 +81,207 @@ def test_rewrite_asks_for_one_fenced_block_and_fix_names_the_failure() -> None:
 def test_inspirations_show_blocks_only_and_crossover_shows_the_partner_in_full() -> None:
     other = Parent(9, Program({"k.c": KERNEL.replace("x * 2", "x << 1")}), 2.0)
     _, user = build_prompt("diff", CONTEXT, parent(), [other])
-    inspiration = user.split("### Program 9 (score 2, higher is better)")[1]
+    inspiration = user.split("### Program #9 (score 2, higher is better)")[1]
     assert "x << 1" in inspiration
     assert "fixed_helper" not in inspiration
     _, user = build_prompt("crossover", CONTEXT, parent(), [other])
-    partner = user.split("## The second program (score 2, higher is better)")[1]
+    partner = user.split("## The second program, #9 (score 2, higher is better)")[1]
     assert "fixed_helper" in partner
     assert "x << 1" in partner
     with pytest.raises(ValueError, match="second parent"):
         build_prompt("crossover", CONTEXT, parent(), [])
 
 
-def test_empty_sections_leave_no_headings() -> None:
-    bare = PromptContext(description="Go fast.", objectives=(("t", "minimize"),))
-    _, user = build_prompt("diff", bare, parent(feedback=""), [])
-    assert "## Notes" not in user
-    assert "## Hardware" not in user
-    assert "## Evaluator feedback" not in user
-    assert "## Other programs" not in user
+def test_every_inspiration_sent_is_shown_with_its_key_metrics_in_units() -> None:
+    """The engine chooses how many; each shows its score and its key metrics, the
+    objectives first, each with its unit."""
+    others = [
+        Parent(
+            20 + i,
+            Program({"k.c": KERNEL.replace("x * 2", f"x * {i + 3}")}),
+            3.0 - i / 10,
+            {"time_s": 0.0123, "size_bytes": 640.0 + i, "gflops": 9.5 - i, "odd": 1.0},
+        )
+        for i in range(5)
+    ]
+    _, user = build_prompt("diff", CONTEXT, parent(), others)
+    for i in range(5):
+        heading = next(
+            line for line in user.splitlines() if line.startswith(f"### Program #{20 + i}")
+        )
+        assert heading.startswith(
+            f"### Program #{20 + i} (score {3.0 - i / 10:g}, higher is better;"
+        )
+        assert (
+            f"gflops = {9.5 - i:g} GFLOP/s, size_bytes = {640 + i} B, time_s = 0.0123 s" in heading
+        )
+        assert f"x * {i + 3}" in user
+    assert user.index("### Program #20") < user.index("### Program #24")
+    _, user = build_prompt("crossover", CONTEXT, parent(), others)
+    assert "## The second program, #20" in user and "### Program #20" not in user
+    assert "### Program #24" in user
 
 
-def test_the_measured_hardware_overrules_what_the_notes_say_about_it() -> None:
-    """Notes may have been written on another machine; the section that was read from this
-    one says that it, not the notes, is right about the hardware."""
-    context = PromptContext(
-        description="Tile it.",
-        objectives=(("speedup", "maximize"),),
-        notes="Tile for the 48 KiB L1d.",
-        hardware="Caches: L1d 32 KiB, L2 1 MiB",
+def test_metrics_read_with_their_units_and_meanings_once() -> None:
+    metrics = {"time_spread": 0.86, "speedup": 1.5, "text.foo.c": 5120.0, "mystery": 0.25}
+    others = [Parent(3, Program({"k.c": KERNEL}), 1.0, {"time_spread": 0.2, "text.bar.c": 8.0})]
+    _, user = build_prompt(
+        "diff", CONTEXT, Parent(7, Program({"k.c": KERNEL}), 1.5, metrics), others
     )
-    _, user = build_prompt("diff", context, parent(), [])
-    hardware = user.split("## Hardware the program is measured on\n", 1)[1].split("\n## ", 1)[0]
-    assert hardware.startswith("Caches: L1d 32 KiB, L2 1 MiB\n")
-    assert "Where the notes say otherwise about the hardware, this section is right." in hardware
-    assert user.index("## Hardware") < user.index("## Notes on this task")
+    assert "time_spread = 0.86 (86%), speedup = 1.5x, text.foo.c = 5120 B, mystery = 0.25" in user
+    legend = user.split("## What the metrics mean\n", 1)[1].split("\n## ", 1)[0]
+    assert "- time_spread: relative spread of the timed calls" in legend
+    assert "0.86 means 86% noise" in legend
+    assert legend.count("time_spread") == 1
+    assert legend.count("text.<file>") == 1
+    assert "mystery" not in legend
+    _, bare = build_prompt("diff", CONTEXT, Parent(7, Program({"k.c": KERNEL}), 1.5, {}), [])
+    assert "## What the metrics mean" not in bare
+
+
+def test_one_metric_name_can_mean_different_things_to_two_evaluators() -> None:
+    c_kernel = metric_glossary.meaning("speedup", "c_kernel")
+    cuda = metric_glossary.meaning("speedup", "cuda_kernel")
+    assert c_kernel and cuda and "seed" in c_kernel.text and "reference kernel" in cuda.text
+    rate = metric_glossary.meaning("pixels_per_s")
+    assert (
+        rate
+        and rate.value(1234.5) == "1234.5 pixels/s"
+        and rate.value(2e9) == "2000000000 pixels/s"
+    )
+    assert metric_glossary.shown("fast_1.5", 1.0) == "fast_1.5 = 1"
+    assert metric_glossary.meaning("zzz") is None
+
+
+def test_recent_attempts_are_listed_so_the_model_does_not_repeat_them() -> None:
+    attempts = [
+        PastAttempt("diff", "ok", "+3/-1 lines in k.c: `x << 2`", child_id=41, score=1.92),
+        PastAttempt("rewrite", "duplicate", "+1/-1 lines in k.c: `x + x`", child_id=12),
+        PastAttempt("diff", "build_failed", "+2/-0 lines in k.c: `int y;`", child_id=44),
+        PastAttempt("diff", "unparseable_after_repair", ""),
+        PastAttempt("crossover", "too_similar", "+1/-1 lines in k.c: `x * 3`", child_id=9),
+        PastAttempt("diff", "duplicate of #5", "+1/-1 lines in k.c: `x + x`"),
+        PastAttempt("fix", "interrupted", ""),
+    ]
+    _, user = build_prompt("diff", CONTEXT, parent(), [], attempts=attempts)
+    section = user.split("## Recent attempts on this program\n", 1)[1].split("\n## ", 1)[0]
+    assert "Do not propose any of them again" in section
+    assert section.splitlines()[1:] == [
+        "- diff -> #41 scored 1.92 (parent 1.25): +3/-1 lines in k.c: `x << 2`",
+        "- rewrite -> duplicate of #12: +1/-1 lines in k.c: `x + x`",
+        "- diff -> #44 build failed: +2/-0 lines in k.c: `int y;`",
+        "- diff -> the answer could not be applied",
+        "- crossover -> too similar to #9, not evaluated: +1/-1 lines in k.c: `x * 3`",
+        "- diff -> duplicate of #5: +1/-1 lines in k.c: `x + x`",
+        "- fix -> interrupted",
+    ]
+    for operator in OPERATORS:
+        _, user = build_prompt(
+            operator, CONTEXT, parent(), [parent(pid=8)], extra=TURNS, attempts=attempts
+        )
+        assert "- diff -> #41 scored 1.92" in user, operator
+    _, user = build_prompt("diff", CONTEXT, parent(), [])
+    assert "Recent attempts" not in user
+
+
+def test_the_run_digest_opens_the_user_message() -> None:
+    digest = "Best score 2.5 (#9, diff); the seed scored 1."
+    for operator in OPERATORS:
+        system, user = build_prompt(
+            operator, CONTEXT, parent(), [parent(pid=8)], extra=TURNS, digest=digest
+        )
+        assert user.startswith(f"## This run so far\n{digest}\n\n"), operator
+        assert digest not in system
+    _, user = build_prompt("diff", CONTEXT, parent(), [])
+    assert "This run so far" not in user
+
+
+def test_the_system_prompt_is_the_same_for_every_proposal_of_an_operator() -> None:
+    """Providers cache the longest stable prefix: everything per-proposal stays out of it."""
+    first = parent(1.25, "error one", pid=7)
+    second = Parent(8, Program({"k.c": KERNEL.replace("x * 2", "x + x")}), 2.5, {"t": 1.0}, "two")
+    attempt = PastAttempt("diff", "ok", "changed", child_id=99, score=3.0)
+    for operator in OPERATORS:
+        a_system, a_user = build_prompt(
+            operator, CONTEXT, first, [second], extra=TURNS, digest="one"
+        )
+        b_system, b_user = build_prompt(
+            operator, CONTEXT, second, [first], extra=TURNS, attempts=[attempt], digest="two"
+        )
+        assert a_system == b_system, operator
+        assert a_user != b_user
+        assert "x + x" in b_user and "x + x" not in b_system
+    diff_system = build_prompt("diff", CONTEXT, first, [])[0]
+    assert build_prompt("fix", CONTEXT, first, [])[0] == diff_system
+
+
+def test_the_agent_searches_its_notes_instead_of_reading_them_in_its_prompts() -> None:
+    system, user = build_prompt("agent", CONTEXT, parent(), [], extra=TURNS)
+    assert "Shifts beat multiplies" not in system + user
+    assert "Make tuned() fast." in system and "at most 3 turns" in user
+
+
+def test_rules_of_a_c_kernel_task_reach_the_system_prompt() -> None:
+    task = load_task(ROOT / "tasks" / "matmul_c" / "task.yaml")
+    evaluator = CKernelEvaluator(task.spec.evaluator.params, task.root)
+    context = prompt_context(task, evaluator)
+    system, user = build_prompt("diff", context, Parent(1, task.seed, 1.0), [])
+    rules = system.split("## Rules every program must follow\n", 1)[1].split("\n## ", 1)[0]
+    assert "`void matmul(int n, const float *restrict A" in rules
+    assert "only global symbol" in rules
+    assert "-O3 -Os -Ofast -march=native" in rules and "-flto" in rules
+    assert "stopped after 20 s" in rules
+    assert "## Rules" not in user
+    assert prompt_context(task).rules.startswith("- Each sandbox job")
+
+
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in (ROOT / "tasks").iterdir() if (p / "task.yaml").is_file())
+)
+def test_every_shipped_evaluator_states_its_rules(name: str) -> None:
+    task = load_task(ROOT / "tasks" / name / "task.yaml")
+    spec = task.spec.evaluator
+    rules = evaluator_class(spec.name)(spec.params, task.root).prompt_rules()
+    lines = rules.splitlines()
+    assert lines and all(line.startswith("- ") for line in lines)
 
 
 def test_a_task_template_overrides_only_its_own_name(tmp_path: Path) -> None:
-    (tmp_path / "diff.txt").write_text("CUSTOM for $$5: $task\n\n$notes\n\n$format\n")
+    (tmp_path / "diff.txt").write_text("CUSTOM for $$5: $task\n\n$parent\n\n$format\n")
     system, user = build_prompt("diff", CONTEXT, parent(), [], templates=tmp_path)
-    assert user.startswith("CUSTOM for $5: ## Task\nMake tuned() fast.")
-    assert "<<<<<<< SEARCH" in user
+    assert user.startswith("CUSTOM for $5: \n\n## The current program, #7")
+    assert "<<<<<<< SEARCH" not in user  # the built-in system prompt holds it
     assert system == build_prompt("diff", CONTEXT, parent(), [])[0]
     (tmp_path / "diff.txt").write_text("$tsak\n")
     with pytest.raises(ValueError, match=r"diff.txt: unknown placeholder \$tsak"):
         build_prompt("diff", CONTEXT, parent(), [], templates=tmp_path)
+
+
+def test_a_section_the_task_system_prompt_leaves_out_stays_in_the_user_message(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "system.txt").write_text("You guess numbers.\n\n$task\n")
+    system, user = build_prompt("diff", CONTEXT, parent(), [], templates=tmp_path)
+    assert system.startswith("You guess numbers.\n\n## Task\nMake tuned() fast.")
+    assert "Make tuned() fast." not in user
+    for kept in ("Shifts beat multiplies", "Test Chip 9000", "<<<<<<< SEARCH"):
+        assert kept in user and kept not in system
+
+
+def test_every_placeholder_is_accepted_in_every_template(tmp_path: Path) -> None:
+    """The answer formats are the exception: they cannot hold $format, themselves."""
+    names = ["task", "rules", "hardware", "notes", "digest", "parent", "feedback"]
+    names += ["inspirations", "partner", "legend", "attempts", "language", "path"]
+    every = "\n\n".join(f"[{name}] ${name}" for name in names) + "\n"
+    (tmp_path / "format_diff.txt").write_text(every)
+    every += "\n[format] $format\n"
+    for template in ("system.txt", "diff.txt", "crossover.txt"):
+        (tmp_path / template).write_text(every)
+    system, user = build_prompt(
+        "crossover", CONTEXT, parent(), [parent(pid=8)], templates=tmp_path, digest="d"
+    )
+    assert "[task] ## Task" in system and "[language] c" in system
+    assert "[partner] ## The second program, #8" in user and "[path] k.c" in user
 
 
 def test_long_feedback_keeps_head_and_tail() -> None:
@@ -145,3 +318,26 @@ def test_hardware_names_this_cpu_and_its_cores() -> None:
     assert model in described
     assert f"{len(os.sched_getaffinity(0))} cores usable" in described
     assert describe_hardware() is described
+
+
+def test_a_change_is_summarised_in_one_line() -> None:
+    before = Program({"k.c": KERNEL})
+    after = Program(
+        {
+            "k.c": KERNEL.replace(
+                "int tuned(int x) { return x * 2; }\n", "int tuned(int x) {\n  return x << 1;\n}\n"
+            )
+        }
+    )
+    assert summarize_change(before, after) == "+3/-1 lines in k.c: `int tuned(int x) {`"
+    assert summarize_change(before, before) == "no change"
+    shorter = Program({"k.c": KERNEL.replace("int tuned(int x) { return x * 2; }\n", "")})
+    assert summarize_change(before, shorter) == (
+        "+0/-1 lines in k.c: removed `int tuned(int x) { return x * 2; }`"
+    )
+    long_line = "int tuned(int x) { return " + " + ".join(["x"] * 40) + "; }\n"
+    longer = Program({"k.c": KERNEL.replace("int tuned(int x) { return x * 2; }\n", long_line)})
+    summary = summarize_change(before, longer)
+    assert summary.endswith("...`") and len(summary) < 100
+    two = Program({"k.c": KERNEL, "h.h": "#define N 4\n"})
+    assert summarize_change(before, two) == "+1/-0 lines in h.h: `#define N 4`"

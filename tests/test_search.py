@@ -47,3 +47,14 @@ def test_a_migration_of_a_candidate_that_lost_its_score_is_ignored() -> None:
     islands.discard(1)  # a failed re-measurement
     islands.migrate(1, 1)  # replayed from the store on resume
     assert islands.best(0) is None and islands.best(1) is None
+
+
+def test_a_pick_besides_one_program_draws_over_the_others_once() -> None:
+    islands = Islands(2, pressure=1.5, exploration=0.3)
+    islands.add(1, 1.0, [0, 1])
+    islands.add(2, 2.0, [0])
+    rng = random.Random(4)
+    assert {islands.pick(0, rng, besides=2) for _ in range(100)} == {1}
+    assert {islands.pick(0, rng, besides=1) for _ in range(100)} == {2}
+    assert islands.pick(1, rng, besides=1) is None  # it holds nothing else
+    assert {islands.pick(1, rng, besides=2) for _ in range(20)} == {1}  # 2 is not there

@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 
 from evolve.program import Program
 from evolve.results import Counter, EvalResult, StageResult
-from evolve.store import CandidateRecord, Store, default_url
+from evolve.store import CandidateRecord, Settlement, Store, default_url
 from evolve.store.schema import Base
 
 POSTGRES_URL = os.environ.get("EVOLVE_TEST_POSTGRES_URL")
@@ -112,7 +112,7 @@ def test_migrations_create_exactly_the_schema(url: str) -> None:
     with engine.connect() as connection:
         assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0003_run_driver",)
+            ("0004_proposals",)
         ]
     engine.dispose()
 
@@ -377,16 +377,22 @@ def test_bandit_arms_count_pulls_spend_and_rewards_with_what_they_count(store: S
         return LLMCall("openai", "m", "p", "r", 10, 5, usd, 0.1, "ok")
 
     arm = "diff @ openai:m"
+    made = store.open_proposal(RUN, operator="diff", parent_ids=[], island=0, arm=arm)
     child = store.add_candidate(
         RUN, program(1), parent_ids=[], island=0, generation=1,
-        mutation={"operator": "diff", "arm": arm}, llm_calls=[paid(0.25)], arm=arm,
+        mutation={"operator": "diff", "arm": arm},
+        settlement=Settlement(made, "candidate", [paid(0.25)]),
     )  # fmt: skip
     assert child is not None
-    store.record_llm_calls(RUN, [paid(0.5), paid(0.5)], operator="diff", arm=arm)
+    dropped = store.open_proposal(RUN, operator="diff", parent_ids=[], island=0, arm=arm)
+    store.settle_proposal(Settlement(dropped, "empty", [paid(0.5), paid(0.5)]))
+    again = store.open_proposal(RUN, operator="diff", parent_ids=[], island=0, arm=arm)
     duplicate = store.add_candidate(
-        RUN, program(1), parent_ids=[], island=0, generation=1, mutation={}, arm=arm
-    )
+        RUN, program(1), parent_ids=[], island=0, generation=1, mutation={},
+        settlement=Settlement(again, "candidate", []),
+    )  # fmt: skip
     assert duplicate is None  # nothing written, the pull included
+    assert store.proposals(RUN)[-1].outcome is None
     assert store.bandit_arms(RUN) == {arm: (2, 0.0, 1.25)}
     store.record_evaluation(
         child.id, PASSED, kind="evaluate", score=2.0, input_seed=1, worker="w",
@@ -394,3 +400,33 @@ def test_bandit_arms_count_pulls_spend_and_rewards_with_what_they_count(store: S
     )  # fmt: skip
     assert store.bandit_arms(RUN) == {arm: (2, 0.75, 1.25)}
     assert store.bandit_arms("another run") == {}
+
+
+def test_the_score_and_the_metrics_shown_beside_it_come_from_one_measurement(
+    store: Store,
+) -> None:
+    """A re-measurement that comes out higher leaves the score at the lower one; the board
+    and `evolve show` must then show that measurement's metrics, not the latest."""
+    from rich.console import Console
+
+    from evolve.store.evaluations import scoring_evaluation
+    from evolve.ui.tables import candidate_view, leaderboard
+
+    candidate = add(store, 1)
+    lower = EvalResult.from_stages([StageResult("measure", True, 1.0, metrics={"gflops": 0.16})])
+    higher = EvalResult.from_stages([StageResult("measure", True, 1.0, metrics={"gflops": 0.17})])
+    evaluate(store, candidate.id, lower, 0.16)
+    evaluate(store, candidate.id, higher, 0.17, kind="remeasure")
+    shown = scoring_evaluation(store.evaluations(candidate.id))
+    assert shown is not None and shown.metrics == {"gflops": 0.16}
+    assert store.scoring_metrics(RUN) == {candidate.id: {"gflops": 0.16}}
+
+    console = Console(record=True, width=200)
+    run = store.get_run(RUN)
+    assert run is not None
+    console.print(leaderboard(store, run))
+    board = console.export_text()
+    row = next(line for line in board.splitlines() if f"#{candidate.id}" in line)
+    assert "0.16" in row and "0.17" not in row, board
+    console.print(candidate_view(store, store.candidate(candidate.id)))
+    assert "gives the score" in console.export_text()

@@ -51,8 +51,17 @@ def build(
     run: Runner, program: Program, params: CKernelParams, harness: Harness, variant: Variant = PLAIN
 ) -> bytes:
     """The linked `kernel` binary, or StageFailed with the compiler's or the vetting's reason
-    (CompileFailed when it is the compiler's or the linker's). The harness's own flags (the
-    prototype's header, forced in) come after the vetted ones: they are the evaluator's."""
+    (CompileFailed when it is the compiler's or the linker's)."""
+    obj = compile_object(run, program, params, harness, variant)
+    return link(run, obj, params, harness, variant)
+
+
+def compile_object(
+    run: Runner, program: Program, params: CKernelParams, harness: Harness, variant: Variant = PLAIN
+) -> bytes:
+    """The candidate's vetted candidate.o, kept apart from the link so that its code can be
+    sized. The harness's own flags (the prototype's header, forced in) come after the
+    vetted ones: they are the evaluator's."""
     compiler = variant.compiler or params.compiler
     flags = program_flags(program.files[program.main_file], params.default_flags)
     refused = disallowed(flags, params.allowed_flags)
@@ -87,7 +96,14 @@ def build(
             f"the candidate{built} defines global symbol(s) {', '.join(extra)}; only "
             f"`{params.entry}` may be global: make helpers and data `static`"
         )
+    return obj
 
+
+def link(
+    run: Runner, obj: bytes, params: CKernelParams, harness: Harness, variant: Variant = PLAIN
+) -> bytes:
+    """The `kernel` binary: the driver, the harness and `variant`'s sources around `obj`."""
+    compiler = variant.compiler or params.compiler
     files = {**DRIVER_FILES, **variant.sources, **harness.files(), "candidate.o": obj}
     argv = [compiler, *HARNESS_FLAGS, *variant.flags, "driver.c", "harness.c", *variant.sources]
     linked = run([*argv, "candidate.o", "-o", "kernel", "-lm"], files, collect=["kernel"])

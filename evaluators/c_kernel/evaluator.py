@@ -16,8 +16,9 @@ from typing import Any
 
 from evaluators.c_kernel import metrics, reference_check
 from evaluators.c_kernel import signature as prototype
-from evaluators.c_kernel.build import build
+from evaluators.c_kernel.build import build, compile_object, link
 from evaluators.c_kernel.check import check
+from evaluators.c_kernel.code_size import code_bytes
 from evaluators.c_kernel.counter_budget import CounterBudget
 from evaluators.c_kernel.counters import cost_metrics, count
 from evaluators.c_kernel.harness_gen import Harness, generate
@@ -37,10 +38,10 @@ PREPARE_SEED = 0
 
 
 class CKernelEvaluator:
-    """Cascade build -> check -> sanitize (if on) -> measure -> counters; metrics speedup
-    (over the seed, timed beside it), time_s, throughputs and spreads, a roofline flag,
-    and hardware counters (perf or cachegrind) that inform but never fail, with the
-    deterministic est_cycles under cachegrind.
+    """Cascade build -> check -> sanitize (if on) -> measure -> counters; metrics code_bytes
+    (the object's machine code), speedup (over the seed, timed beside it), time_s,
+    throughputs and spreads, a roofline flag, and hardware counters (perf or cachegrind)
+    that inform but never fail, with the deterministic est_cycles under cachegrind.
 
     `limits` bounds every sandbox run (compiler, nm, kernel); the worker sets it from the
     task's sandbox section before `prepare`. The instance holds only text and numbers,
@@ -79,6 +80,23 @@ class CKernelEvaluator:
     def metric_problem(self, name: str) -> str | None:
         """Why an objective named `name` could not be scored, checked when the task loads."""
         return metrics.problem(name, self.params, self.has_flops, self.has_work)
+
+    def prompt_rules(self) -> str:
+        """What the build and the check hold a candidate to, for the model's prompt."""
+        p = self.params
+        entry = f"`{p.signature}`" if p.signature else f"`{p.entry}`, called by the task's harness"
+        sizes = ", ".join(f"{name}={value}" for name, value in p.sizes.items())
+        sanitized = "; then once more under ASan and UBSan" if p.sanitize else ""
+        return "\n".join(
+            [
+                f"- The kernel is {entry}, the only global symbol allowed: make helpers and "
+                "data `static`.",
+                f"- Compiler flags come from a `// cflags: ...` comment (default "
+                f"`{p.default_flags}`); {p.compiler} accepts only: {' '.join(p.allowed_flags)}",
+                f"- Every call gets fresh inputs ({sizes}) and its outputs are compared with "
+                f"the reference (floats to rtol {p.rtol:g}, atol {p.atol:g}){sanitized}.",
+            ]
+        )
 
     def prepare(self, seed: Program, sandbox: Sandbox, workdir: Path) -> None:
         """Build the seed, which every candidate is timed beside, and count its events once:
@@ -122,8 +140,15 @@ class CKernelEvaluator:
         stages: list[StageResult] = []
         counters: dict[str, Counter] = {}
         with suppress(StageFailed):
-            with stage(stages, "build"):
-                binary = build(run, program, self.params, self.harness)
+            with stage(stages, "build") as building:
+                obj = compile_object(run, program, self.params, self.harness)
+                size = code_bytes(obj)
+                building.metrics = {"code_bytes": float(size)}
+                building.feedback = (
+                    f"code_bytes {size}: the executable sections of the compiled object, "
+                    "read from its ELF section headers"
+                )
+                binary = link(run, obj, self.params, self.harness)
             with stage(stages, "check"):
                 trial = self._trial(seed, CHECK)
                 check(run, binary, trial, self.params)

@@ -22,6 +22,7 @@ ALWAYS = (
     "gbps",
     "flagged",
     "roofline_floor_s",
+    "code_bytes",
     *COST_METRICS,
 )
 

@@ -60,6 +60,19 @@ class CommandEvaluator:
         """None: the metrics are whatever the run reports, known only when it runs."""
         return None
 
+    def prompt_rules(self) -> str:
+        """How the task builds, runs and judges a program, for the model's prompt."""
+        p = self.params
+        built = f"built by `{p.build}`, then " if p.build else ""
+        lines = [
+            f"- The program's files are {built}run by `{p.run}` in a fresh work dir. The run "
+            f"reports its metrics as JSON, the last line of stdout or {METRICS_FILE}; "
+            f"{RUN_WALL} is timed from outside the sandbox."
+        ]
+        if self.checker:
+            lines.append("- The task's trusted check.py judges what the run wrote and scores it.")
+        return "\n".join(lines)
+
     def worst_case_s(self, limits: Limits) -> float:
         """The build's and the run's jobs, each up to its limit, and check.py's time."""
         return sandbox_time(2 if self.params.build else 1, limits) + CHECK_S

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluators.cuda_kernel import clocks, counters, timing
+from evaluators.cuda_kernel import clocks, counters, rules, timing
 from evaluators.cuda_kernel.build import Built, TaskSources, build, compile_harness, static_check
 from evaluators.cuda_kernel.gpu import Gpu, probe
 from evaluators.cuda_kernel.params import CudaKernelParams
@@ -73,6 +73,17 @@ class CudaKernelEvaluator:
         if self.params.arch != "auto":
             return self.params.arch
         return (self.gpu.arch if self.gpu else None) or self.params.offline_arch
+
+    def prompt_rules(self) -> str:
+        """What the static rules and the symbol vetting refuse, for the model's prompt."""
+        lines = [
+            f'- Keep `extern "C" {self.params.entry}` with the signature it has: the task\'s '
+            "adapter calls it. No other global C name: make helpers `static`.",
+            f"- nvcc builds it with {' '.join(self.params.nvcc_flags)}. #include only CUDA, "
+            "math and C/C++ utility headers, no local files; no `##` token pasting.",
+        ]
+        lines += [f"- [{r.name}] {r.why}" for r in rules.RULES if self.fp32 or not r.fp32_only]
+        return "\n".join(lines)
 
     def prepare(self, seed: Program, sandbox: Sandbox, workdir: Path) -> None:
         """Find nvcc and the GPU, build the harness, vet the reference kernel and the seed.

@@ -7,7 +7,8 @@ nothing from evolve. It compiles each unit of a manifest with clang-19 and does 
   records the answers. It compiles to LLVM IR and throws that away: only the decisions
   leave this run, because the candidate's code shared it and could have forged any file.
 - `replay`: answers from recorded decisions, writes the objects, measures their text with
-  llvm-size-19 and runs the guard programs. No candidate code runs in this mode.
+  llvm-size-19 and clang's CPU time, and runs the guard programs. No candidate code runs
+  in this mode.
 - `stock`: compiles with no channel, for the baselines.
 
 A `decide` manifest that names a `plugin` (the C++ route) loads that pass plugin into clang
@@ -28,6 +29,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import resource
 import select
 import signal
 import struct
@@ -288,6 +290,15 @@ def policy_answer(function, timeout_s: float, include_default: bool):
     return answer
 
 
+def children_cpu_seconds() -> float:
+    """User + system CPU of every child waited for so far. Units compile one at a time, so
+    the difference across one compile is that clang's own CPU: the driver's answers on the
+    channel and any wait for a CPU on a busy machine are not in it, as they are in the wall
+    time."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def replay_answer(recorded: str):
     def answer(features: dict[str, int], index: int) -> bool:
         if index >= len(recorded):
@@ -372,23 +383,26 @@ def compile_unit(manifest: dict, unit: dict, answer) -> dict:
     if mode == "decide" and manifest.get("plugin"):
         record.update(plugin_decisions(manifest, argv, name))
     elif mode == "stock":
-        started = time.monotonic()
+        started, started_cpu = time.monotonic(), children_cpu_seconds()
         done = subprocess.run(argv, capture_output=True, timeout=manifest["unit_timeout_s"])
         if done.returncode != 0:
             raise ChannelFailed(f"clang exited with code {done.returncode}:\n{done.stderr[-2000:]}")
         record["seconds"] = time.monotonic() - started
+        record["cpu_seconds"] = children_cpu_seconds() - started_cpu
     else:
         argv[1:1] = CHANNEL_FLAGS
         if manifest.get("include_default"):
             argv[1:1] = INCLUDE_DEFAULT
         argv += ["-mllvm", f"-inliner-interactive-channel-base=channels/{name}"]
+        started_cpu = children_cpu_seconds()
         decisions, seconds = converse(argv, f"channels/{name}", answer(unit), deadline)
+        cpu_seconds = children_cpu_seconds() - started_cpu
         if mode == "replay" and len(decisions) != len(unit["decisions"]):
             raise ChannelFailed(
                 f"clang asked {len(decisions)} questions, {len(unit['decisions'])} were "
                 "recorded: the decisions do not replay"
             )
-        record.update(decisions=decisions, seconds=seconds)
+        record.update(decisions=decisions, seconds=seconds, cpu_seconds=cpu_seconds)
     if mode != "decide":
         record["text_bytes"] = text_bytes(manifest["size_tool"], obj)
         with open(obj, "rb") as handle:

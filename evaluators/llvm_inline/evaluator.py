@@ -34,12 +34,13 @@ from evolve.taskpaths import confine
 
 REPLAY_CACHE = 512  # replayed tiers kept per worker, keyed by their decisions
 # The metrics a leaderboard shows first, in this order; per-file sizes follow.
-HEADLINE = ("size_ratio", "heldout_ratio", "fast_ratio", "train_text_bytes")
+HEADLINE = ("size_ratio", "heldout_ratio", "fast_ratio", "train_text_bytes", "compile_s")
 
 
 class LLVMInlineEvaluator:
     """Metrics: size_ratio (training geomean of size / -Oz size, the objective), heldout_ratio,
-    fast_ratio, byte totals, and `text.<unit>` per file. `limits` bounds each sandbox run,
+    fast_ratio, byte totals, compile_s (clang's CPU seconds on the training files under the
+    candidate's decisions), and `text.<unit>` per file. `limits` bounds each sandbox run,
     which compiles a whole tier, so the task's timeout_s must cover its slowest tier."""
 
     name = "llvm_inline"
@@ -73,6 +74,33 @@ class LLVMInlineEvaluator:
         if not result.ok:
             raise RuntimeError(f"the seed policy fails ({result.status}):\n{result.feedback}")
         self.seed_fast_ratio = result.metrics["fast_ratio"]
+
+    def prompt_rules(self) -> str:
+        """What the policy may read and how it must answer, for the model's prompt."""
+        p = self.params
+        if p.policy_language == "cpp":
+            policy = (
+                "`bool shouldInline(const evolve::CallSite &site)` (evolve_inline.h), built "
+                f"with {p.cxx} into a pass plugin; it may include LLVM's headers; each file "
+                f"compiled with it may take {p.plugin_timeout_s:g} s"
+            )
+        else:
+            default = '; `features["inlining_default"]` is LLVM\'s own advice'
+            default = default if p.include_default else ""
+            policy = (
+                f"`should_inline(features) -> bool`: features is a dict of ints, named as "
+                f"{p.clang} sends them{default}. It must return True or False within "
+                f"{p.decision_timeout_ms:g} ms a call; importing it may take "
+                f"{p.import_timeout_s:g} s"
+            )
+        return "\n".join(
+            [
+                f"- The policy is {policy}.",
+                f"- Only its decisions leave the sandbox: {p.clang} {p.opt_level} compiles "
+                f"every file with them, .text is measured against {p.reference_level}, and "
+                "programs with a guard are run: a changed output fails the candidate.",
+            ]
+        )
 
     def evaluate(self, program: Program, sandbox: Sandbox, *, seed: int) -> EvalResult:
         """`seed` is unused: compilation has no random inputs to refresh."""
@@ -183,6 +211,7 @@ class LLVMInlineEvaluator:
                         every = {unit.name: unit.text_bytes for unit in train}
                         current.metrics["size_ratio"] = geomean_ratio(every, baseline.reference)
                         current.metrics["train_text_bytes"] = float(sum(every.values()))
+                        current.metrics["compile_s"] = sum(unit.cpu_seconds for unit in train)
         result = EvalResult.from_stages(stages, sandbox=run.summary())
         first = {name: result.metrics[name] for name in HEADLINE if name in result.metrics}
         result.metrics = {**first, **result.metrics}

@@ -24,11 +24,13 @@ HEX = re.compile(r"^[0-9a-f]{64}$")
 
 @dataclass(frozen=True)
 class Compiled:
-    """One unit's outcome: sizes and hashes only from replay and stock runs."""
+    """One unit's outcome: sizes, hashes and clang's CPU time only from replay and stock
+    runs."""
 
     name: str
     decisions: str
     seconds: float
+    cpu_seconds: float = 0.0  # clang's user + system time
     text_bytes: int = 0
     sha256: str = ""
     guard: tuple[int | None, str] | None = None  # exit code and output
@@ -132,13 +134,19 @@ def _unit(record: dict[str, object], trusted: bool) -> Compiled:
     if not trusted:
         return Compiled(str(record["name"]), decisions, float(seconds))
     guard = record.get("guard")
-    text_bytes, digest = record["text_bytes"], record["sha256"]
-    if not isinstance(text_bytes, int) or not isinstance(digest, str) or not HEX.match(digest):
+    text_bytes, digest, cpu = record["text_bytes"], record["sha256"], record["cpu_seconds"]
+    if (
+        not isinstance(text_bytes, int)
+        or not isinstance(digest, str)
+        or not HEX.match(digest)
+        or not isinstance(cpu, int | float)
+    ):
         raise ValueError(f"a trusted run reported nonsense for {record['name']}: {record}")
     return Compiled(
         str(record["name"]),
         decisions,
         float(seconds),
+        float(cpu),
         text_bytes,
         digest,
         None if guard is None else (guard["exit"], guard["output"]),  # type: ignore[index]

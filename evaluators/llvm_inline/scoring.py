@@ -42,7 +42,8 @@ def describe(
     reference_level: str,
 ) -> str:
     """e.g. `train: 12 files, 0.9871 x -Oz (stock -Os 1.0412); inlined 31% of 1843
-    decisions; worst vs -Oz: sqlean-text +4.1%, ...; best: zlib-example -3.0%, ...`."""
+    decisions; worst vs -Oz: sqlean-text +4.1%, ...; best: zlib-example -3.0%, ...;
+    clang 2.41 s CPU`."""
     sizes = {unit.name: unit.text_bytes for unit in compiled}
     ratio = geomean_ratio(sizes, reference)
     stock_ratio = geomean_ratio({name: stock[name] for name in sizes}, reference)
@@ -54,5 +55,6 @@ def describe(
     return (
         f"{tier}: {len(sizes)} files, {ratio:.4f} x {reference_level} (stock {level} "
         f"{stock_ratio:.4f}); inlined {share:.0%} of {len(decisions)} decisions; "
-        f"worst vs {reference_level}: {worst}; best: {best}"
+        f"worst vs {reference_level}: {worst}; best: {best}; "
+        f"clang {sum(unit.cpu_seconds for unit in compiled):.2f} s CPU"
     )

@@ -62,6 +62,20 @@ class PythonEvaluator:
         """None: the metrics are whatever evaluator.py returns, known only when it runs."""
         return None
 
+    def prompt_rules(self) -> str:
+        """How the task's evaluator judges a program, for the model's prompt."""
+        stages = ", then ".join(f"`{name}`" for name in self.functions)
+        lines = [f"- The task's {self.evaluator_file} runs {stages} on the program in a sandbox."]
+        if len(self.functions) > 1:
+            bars = self.params.cascade_thresholds[: len(self.functions) - 1]
+            lines.append(
+                f"- Each stage must reach {', '.join(f'{bar:g}' for bar in bars)} in turn "
+                f"({cascade.SCORE}, else the mean of its metrics) for the next one to run."
+            )
+        if self.verifier:
+            lines.append("- Only what the task's trusted verify.py returns is scored.")
+        return "\n".join(lines)
+
     def worst_case_s(self, limits: Limits) -> float:
         """One sandbox run per stage, each up to its limit, and verify.py's time."""
         return sandbox_time(len(self.functions), limits) + VERIFY_S

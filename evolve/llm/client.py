@@ -5,6 +5,9 @@ and becomes an LLMCall: a storm of 429s shows up in the ledger, and its cost and
 visible instead of hidden inside a library. An empty reply comes back at once (text None,
 status "empty") and the caller decides what to do next.
 
+Inside a proposal (evolve/llm/hooks.py), each attempt goes to the run's ledger as soon as
+it ends, and waits on the run's circuit for its provider before it is sent.
+
 Importing this module loads both SDKs, which takes seconds: import it only where a model
 is called, never from a module the CLI loads to answer a command.
 """
@@ -19,12 +22,14 @@ from typing import Any
 import anthropic
 import openai
 
-from evolve.llm import anthropic_requests, openai_requests
+from evolve.clipping import middle_truncate
+from evolve.llm import anthropic_requests, hooks, openai_requests
+from evolve.llm.circuit import Gate, provider_key
 from evolve.llm.config import ModelConfig
 from evolve.llm.conversation import AssistantTurn, Tool, Turn, render_turn
 from evolve.llm.failures import classify
 from evolve.llm.prices import BUILTIN_PRICES, Price, cost
-from evolve.llm.records import LLMCall
+from evolve.llm.records import LLMCall, Usage
 from evolve.llm.retry import Attempt, retry
 from evolve.secrets import lookup
 
@@ -91,7 +96,7 @@ class LLMClient:
         otherwise be dropped without a word."""
         self._check_temperature(temperature)
 
-        def ask(sdk: openai.OpenAI | anthropic.Anthropic) -> tuple[str | None, int, int]:
+        def ask(sdk: openai.OpenAI | anthropic.Anthropic) -> tuple[str | None, Usage]:
             if isinstance(sdk, openai.OpenAI):
                 return openai_requests.complete(
                     sdk, self.config, system, messages, max_tokens, temperature
@@ -115,7 +120,7 @@ class LLMClient:
         records as `complete`; the turn is None when no attempt produced one."""
         self._check_temperature(temperature)
 
-        def ask(sdk: openai.OpenAI | anthropic.Anthropic) -> tuple[AssistantTurn, int, int]:
+        def ask(sdk: openai.OpenAI | anthropic.Anthropic) -> tuple[AssistantTurn, Usage]:
             if isinstance(sdk, openai.OpenAI):
                 return openai_requests.converse(
                     sdk, self.config, system, turns, tools, max_tokens, temperature
@@ -137,18 +142,25 @@ class LLMClient:
     def _exchange(
         self,
         prompt: str,
-        ask: Callable[[Any], tuple[Any, int, int]],
+        ask: Callable[[Any], tuple[Any, Usage]],
         is_empty: Callable[[Any], bool],
     ) -> tuple[Attempt, tuple[LLMCall, ...]]:
+        current = hooks.current()
+        gate = None
+        if current is not None and current.gate is not None:
+            gate = Gate(current.gate, provider_key(self.config))
+
+        def record(outcome: Attempt, latency_s: float, started_at: float) -> LLMCall:
+            call = self._record(prompt, outcome, latency_s, started_at)
+            hooks.report_call(call)
+            return call
+
         return retry(
-            lambda: self._attempt(ask, is_empty),
-            lambda outcome, latency_s: self._record(prompt, outcome, latency_s),
-            self.max_attempts,
-            self._sleep,
+            lambda: self._attempt(ask, is_empty), record, self.max_attempts, self._sleep, gate
         )
 
     def _attempt(
-        self, ask: Callable[[Any], tuple[Any, int, int]], is_empty: Callable[[Any], bool]
+        self, ask: Callable[[Any], tuple[Any, Usage]], is_empty: Callable[[Any], bool]
     ) -> Attempt:
         if self._sdk is None:
             key = self._read_key()
@@ -159,17 +171,12 @@ class LLMClient:
                 )
             self._connect(key)
         try:
-            answer, tokens_in, tokens_out = ask(self._sdk)
+            answer, usage = ask(self._sdk)
         except (openai.APIError, anthropic.APIError) as failure:
             return classify(failure, self.config, self.timeout_s, self._redact)
         if is_empty(answer):
-            return Attempt(
-                "empty",
-                input_tokens=tokens_in,
-                output_tokens=tokens_out,
-                error="the model replied with no text",
-            )
-        return Attempt("ok", answer, input_tokens=tokens_in, output_tokens=tokens_out)
+            return Attempt("empty", usage=usage, error="the model replied with no text")
+        return Attempt("ok", answer, usage=usage)
 
     def _read_key(self) -> str | None:
         """The key lent to this proposal task, or where none is lent (the driver, a script),
@@ -192,28 +199,39 @@ class LLMClient:
             return text.replace(self._api_key, "[redacted]")
         return text
 
-    def _record(self, prompt: str, outcome: Attempt, latency_s: float) -> LLMCall:
+    def _record(
+        self, prompt: str, outcome: Attempt, latency_s: float, started_at: float
+    ) -> LLMCall:
+        usage = outcome.usage
         return LLMCall(
             provider=self.config.vendor,
             model=self.config.model,
             prompt=prompt,
             response=self._clip(_response_text(outcome.answer)),
-            input_tokens=outcome.input_tokens,
-            output_tokens=outcome.output_tokens,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
             cost_usd=0.0
             if self.price is None
-            else cost(self.price, outcome.input_tokens, outcome.output_tokens),
+            else cost(
+                self.price,
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cached_tokens,
+                usage.cache_write_tokens,
+            ),
             latency_s=latency_s,
             status=outcome.status,
             error=outcome.error,
             priced=self.price is not None,
+            cached_tokens=usage.cached_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            started_at=started_at,
         )
 
     def _clip(self, text: str) -> str:
-        if len(text) <= self.max_stored_chars:
-            return text
-        dropped = len(text) - self.max_stored_chars
-        return f"{text[: self.max_stored_chars]}\n[... {dropped} more characters not stored]"
+        """Stored texts keep both ends: a prompt's instructions and a reply's conclusion
+        come last."""
+        return middle_truncate(text, self.max_stored_chars)
 
 
 def _render(system: str, messages: list[dict[str, str]]) -> str:

@@ -1,4 +1,8 @@
-"""Requests in OpenAI's Chat Completions shape, which compatible local servers also speak."""
+"""Requests in OpenAI's Chat Completions shape, which compatible local servers also speak.
+
+OpenAI caches a prompt's stable prefix by itself: nothing is sent for it, and the reply's
+usage says how many of the prompt's tokens came from the cache.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import openai
+from openai.types import CompletionUsage
 
 from evolve.llm.config import ModelConfig
 from evolve.llm.conversation import (
@@ -16,6 +21,7 @@ from evolve.llm.conversation import (
     openai_tools,
     parse_arguments,
 )
+from evolve.llm.records import Usage
 
 
 def complete(
@@ -25,17 +31,16 @@ def complete(
     messages: list[dict[str, str]],
     max_tokens: int,
     temperature: float | None,
-) -> tuple[str | None, int, int]:
-    """The reply text and the tokens in and out."""
+) -> tuple[str | None, Usage]:
+    """The reply text and its tokens."""
     head = [{"role": "system", "content": system}] if system else []
     reply = sdk.chat.completions.create(
         model=config.model,
         messages=[*head, *messages],
         **_options(config, max_tokens, temperature),
     )
-    usage = reply.usage
     text = reply.choices[0].message.content if reply.choices else None
-    return text, usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0
+    return text, _usage(reply.usage)
 
 
 def converse(
@@ -46,7 +51,7 @@ def converse(
     tools: Sequence[Tool],
     max_tokens: int,
     temperature: float | None,
-) -> tuple[AssistantTurn, int, int]:
+) -> tuple[AssistantTurn, Usage]:
     """The assistant's turn, its tool calls read from `tool_calls`, and the tokens."""
     reply = sdk.chat.completions.create(
         model=config.model,
@@ -54,17 +59,26 @@ def converse(
         tools=openai_tools(tools),  # type: ignore[arg-type]
         **_options(config, max_tokens, temperature),
     )
-    usage = reply.usage
-    tokens = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
+    usage = _usage(reply.usage)
     if not reply.choices:
-        return AssistantTurn(), *tokens
+        return AssistantTurn(), usage
     message = reply.choices[0].message
     uses = tuple(
         parse_arguments(call.id, call.function.name, call.function.arguments)
         for call in message.tool_calls or ()
         if call.type == "function"
     )
-    return AssistantTurn(message.content or "", uses), *tokens
+    return AssistantTurn(message.content or "", uses), usage
+
+
+def _usage(usage: CompletionUsage | None) -> Usage:
+    """OpenAI counts the cached tokens inside `prompt_tokens`; it reports no cache writes.
+    Compatible servers may send no usage at all."""
+    if usage is None:
+        return Usage()
+    details = usage.prompt_tokens_details
+    cached = (details.cached_tokens or 0) if details else 0
+    return Usage(usage.prompt_tokens, usage.completion_tokens, cached)
 
 
 def _options(config: ModelConfig, max_tokens: int, temperature: float | None) -> dict[str, Any]:

@@ -27,3 +27,17 @@ class LLMCall:
     status: Status
     error: str | None = None
     priced: bool = True  # False: the model is in no price table, so cost_usd is 0.0, not real
+    cached_tokens: int = 0  # of input_tokens, read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of input_tokens, written to it
+    started_at: float = 0.0  # unix time the request was made
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The tokens one reply reports, in one shape for both APIs: `input_tokens` is all the
+    input, and the cached and cache-written tokens are parts of it."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0

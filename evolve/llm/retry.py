@@ -4,6 +4,10 @@ Retried: 429 (after its Retry-After, capped), 5xx, timeouts and lost connections
 exponential backoff and jitter where the server gave no Retry-After. Not retried: any other
 4xx (a bad key or request stays bad) and an empty reply, which was paid for: asking the
 same prompt again mostly buys the same nothing.
+
+Inside a run, a gate (the run's circuit for the provider, evolve/llm/circuit.py) is asked
+before every attempt and told how each ended; it then does the waiting after a 429 or 5xx,
+for all the run's workers at once, in place of this loop's own backoff.
 """
 
 from __future__ import annotations
@@ -11,10 +15,11 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from evolve.llm.records import LLMCall, Status
+from evolve.llm.circuit import TRIPS, Gate
+from evolve.llm.records import LLMCall, Status, Usage
 
 _RETRYABLE: frozenset[Status] = frozenset({"rate_limited", "server_error", "timeout"})
 _MAX_RETRY_AFTER_S = 60.0
@@ -28,28 +33,35 @@ class Attempt:
 
     status: Status
     answer: Any = None  # the reply text, or an AssistantTurn in a conversation
-    input_tokens: int = 0
-    output_tokens: int = 0
+    usage: Usage = field(default_factory=Usage)
     error: str | None = None
     retry_after: float | None = None
 
 
 def retry(
     attempt: Callable[[], Attempt],
-    record: Callable[[Attempt, float], LLMCall],
+    record: Callable[[Attempt, float, float], LLMCall],
     max_attempts: int,
     sleep: Callable[[float], None],
+    gate: Gate | None = None,
 ) -> tuple[Attempt, tuple[LLMCall, ...]]:
     """Attempt until a final outcome or `max_attempts`; each attempt is recorded with its
-    latency, so a storm of 429s shows up in the ledger with what it cost."""
+    latency and start (unix time), so a storm of 429s shows up in the ledger with what it
+    cost. Waiting at the gate costs no attempt and counts in no latency."""
     calls: list[LLMCall] = []
     for number in range(1, max_attempts + 1):
-        started = time.monotonic()
+        if gate is not None:
+            gate.admit(sleep)
+        started_at, started = time.time(), time.monotonic()
         outcome = attempt()
-        calls.append(record(outcome, time.monotonic() - started))
+        latency_s = time.monotonic() - started
+        if gate is not None:
+            gate.report(outcome.status, outcome.retry_after)
+        calls.append(record(outcome, latency_s, started_at))
         if outcome.status not in _RETRYABLE or number == max_attempts:
             break
-        sleep(_wait(number, outcome.retry_after))
+        if gate is None or outcome.status not in TRIPS:
+            sleep(_wait(number, outcome.retry_after))
     return outcome, tuple(calls)
 
 

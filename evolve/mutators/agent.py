@@ -3,11 +3,13 @@
 It runs a multi-turn tool loop (evolve.llm.conversation) on either provider's tool API.
 Drafts are evaluated only as far as build and check; they are paid for and recorded as
 model calls, but never become candidates. Only the submitted program does. Turns, drafts
-and tokens are capped, so one proposal cannot spend the run's budget on its own.
+and tokens are capped, so one proposal cannot spend the run's budget on its own; the token
+cap shrinks further when the run's budget has less left (`MutationRequest.token_cap`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +20,7 @@ from evolve.llm.conversation import AssistantTurn, ToolResults, Turn
 from evolve.mutators.agent_tools import TOOLS, AgentServices, Toolbox
 from evolve.mutators.base import MutationError, MutationRequest, Proposal
 from evolve.mutators.edits import EditError
-from evolve.mutators.llm import model_clients, pick_client
+from evolve.mutators.llm import model_clients, no_reply, pick_client
 from evolve.mutators.prompt import PromptContext, build_prompt
 from evolve.program import Program
 from evolve.task import LLMSpec
@@ -27,6 +29,9 @@ if TYPE_CHECKING:
     from evolve.llm.client import LLMCall, LLMClient
 
 NUDGE = "Call a tool: evaluate_draft to test edits, or submit to finish."
+EMPTY_NUDGE = f"Your last reply was empty. {NUDGE}"
+
+logger = logging.getLogger(__name__)
 
 
 class AgentParams(BaseModel):
@@ -62,7 +67,14 @@ class Agent:
         client = pick_client(self.clients, request)
         extra = {"max_turns": str(self.params.max_turns)}
         system, user = build_prompt(
-            "agent", self.context, request.parent, request.others, self.templates, extra
+            "agent",
+            self.context,
+            request.parent,
+            request.others,
+            self.templates,
+            extra,
+            attempts=request.attempts,
+            digest=request.digest,
         )
         toolbox = Toolbox(
             request.parent,
@@ -73,7 +85,9 @@ class Agent:
         )
         calls: list[LLMCall] = []
         try:
-            child, turns = self._converse(client, system, [user], toolbox, calls)
+            child, turns = self._converse(
+                client, system, [user], toolbox, calls, self._token_cap(request)
+            )
         finally:
             toolbox.close()
         record = {
@@ -85,6 +99,14 @@ class Agent:
         }
         return Proposal(child, record, tuple(calls))
 
+    def _token_cap(self, request: MutationRequest) -> tuple[int, str]:
+        """The tokens this proposal may use, and which limit set them: the agent's own cap,
+        or less when the run's budget has less left (the engine's `token_cap`)."""
+        own = self.params.max_tokens
+        if request.token_cap is not None and request.token_cap < own:
+            return request.token_cap, "what the run's budget leaves for this proposal"
+        return own, "the agent's max_tokens"
+
     def _converse(
         self,
         client: LLMClient,
@@ -92,8 +114,14 @@ class Agent:
         turns: list[Turn],
         toolbox: Toolbox,
         calls: list[LLMCall],
+        cap: tuple[int, str],
     ) -> tuple[Program, int]:
+        """Turns until a submit that applies. An empty reply is answered with a nudge and
+        costs a turn: the conversation so far was paid for and a second try mostly works. A
+        turn lost to failed requests (429s, 5xx, timeouts) ends the proposal."""
+        empty_turns = 0
         for turn in range(1, self.params.max_turns + 1):
+            _within(cap, calls)
             exchange = client.converse(
                 system,
                 turns,
@@ -102,24 +130,29 @@ class Agent:
                 temperature=self.llm.temperature,
             )
             calls.extend(exchange.calls)
-            reply = exchange.turn
-            if reply is None:
-                statuses = ", ".join(call.status for call in exchange.calls)
-                raise MutationError(f"agent: no usable reply from the model ({statuses})", calls)
-            turns.append(reply)
-            child, results = self._act(reply, toolbox)
+            if exchange.turn is None:
+                failure = no_reply("agent", exchange.calls, calls)
+                if failure.outcome != "empty":
+                    raise failure
+                empty_turns += 1
+                logger.info("agent: turn %d came back empty; nudging the model", turn)
+                _nudge(turns)
+                continue
+            turns.append(exchange.turn)
+            child, results = self._act(exchange.turn, toolbox)
             if child is not None:
                 return child, turn
-            spent = sum(call.input_tokens + call.output_tokens for call in calls)
-            if spent >= self.params.max_tokens:
-                raise MutationError(
-                    f"agent: {spent} tokens used, the cap is {self.params.max_tokens}; "
-                    "nothing was submitted",
-                    calls,
-                )
             turns.append(ToolResults(results) if results else NUDGE)
+        if empty_turns == self.params.max_turns:
+            raise MutationError(
+                f"agent: all {empty_turns} turns came back empty; nothing was submitted",
+                calls,
+                "empty",
+            )
         raise MutationError(
-            f"agent: {self.params.max_turns} turns used and nothing was submitted", calls
+            f"agent: {self.params.max_turns} turns used and nothing was submitted",
+            calls,
+            "out_of_turns",
         )
 
     def _act(
@@ -146,3 +179,28 @@ class Agent:
         if toolbox.last_draft is None:
             raise EditError("there is no draft yet; pass `edits`")
         return toolbox.last_draft
+
+
+def _within(cap: tuple[int, str], calls: list[LLMCall]) -> None:
+    """Raise once the proposal's calls have used its token cap; `cap` says which limit. A
+    cap reached before any call is the run's budget, which left this proposal nothing."""
+    limit, source = cap
+    spent = sum(call.input_tokens + call.output_tokens for call in calls)
+    if spent >= limit:
+        raise MutationError(
+            f"agent: {spent} tokens used, the cap is {limit} ({source}); nothing was submitted",
+            calls,
+            "out_of_turns" if calls else "budget",
+        )
+
+
+def _nudge(turns: list[Turn]) -> None:
+    """Ask again after an empty reply. A nudge after the user's own words joins them, as
+    strict chat templates (Mistral's, Gemma's) refuse two user messages in a row; after
+    tool results it is a message of its own, which both APIs accept (Anthropic joins
+    consecutive user turns)."""
+    last = turns[-1]
+    if not isinstance(last, str):
+        turns.append(EMPTY_NUDGE)
+    elif not last.endswith(EMPTY_NUDGE):
+        turns[-1] = f"{last}\n\n{EMPTY_NUDGE}"

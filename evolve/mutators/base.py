@@ -7,15 +7,20 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from evolve.program import Program
+from evolve.proposal_outcomes import Outcome
 
 
 class MutationError(RuntimeError):
     """The mutator could not produce a child; the engine records it and picks again. Any
-    model calls it made are attached, because they were paid for."""
+    model calls it made are attached, because they were paid for, and `outcome` says for
+    the proposals ledger how it ended."""
 
-    def __init__(self, message: str, calls: Sequence[Any] = ()) -> None:
+    def __init__(
+        self, message: str, calls: Sequence[Any] = (), outcome: Outcome = "failed"
+    ) -> None:
         super().__init__(message)
         self.calls = tuple(calls)
+        self.outcome: Outcome = outcome
 
 
 @dataclass(frozen=True)
@@ -28,11 +33,25 @@ class Parent:
 
 
 @dataclass(frozen=True)
+class PastAttempt:
+    """An earlier proposal on the same parent, shown so the model does not repeat it."""
+
+    operator: str
+    outcome: str  # an evolve.proposal_outcomes word, or the child's evaluation status
+    summary: str  # one line: what the change was
+    child_id: int | None = None
+    score: float | None = None  # the child's, when it was scored
+
+
+@dataclass(frozen=True)
 class MutationRequest:
     parent: Parent
     others: tuple[Parent, ...]  # crossover partners and inspirations, best first
     seed: int
     model: str | None = None  # the model label to ask, when the engine's bandit chose one
+    attempts: tuple[PastAttempt, ...] = ()  # the parent's recent proposals, newest first
+    digest: str = ""  # the run's digest of what has worked so far
+    token_cap: int | None = None  # tokens this proposal may use, as the run's budget allows
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ Two reply formats exist. A *diff* is one or more SEARCH/REPLACE blocks:
 A *rewrite* is one fenced code block holding the whole new content of an EVOLVE-BLOCK.
 Either way the child is built through `Program.replace`, so the rule that only text
 inside EVOLVE-BLOCKs may change is enforced in one place. Every failure is an
-`EditError` whose message is written for the model: it is sent back for one repair.
+`EditError` whose message is written for the model: it is sent back for one repair. Its
+`outcome` is what the proposals ledger records if the repair fails too: "outside_block"
+for an edit that touched text outside the blocks, else "unparseable_after_repair".
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 
 from evolve.mutators.base import MutationError
 from evolve.program import END, START, Program, ProgramError, split_segments
+from evolve.proposal_outcomes import Outcome
 
 SEARCH_MARK = re.compile(r"^\s*<{5,}\s*SEARCH\s*$")
 DIVIDER_MARK = re.compile(r"^\s*={5,}\s*$")
@@ -41,6 +44,9 @@ CLOSEST_CANDIDATES = 8  # windows that difflib ranks when looking for the closes
 
 class EditError(MutationError):
     """The reply could not be applied; the message says why, for the model to act on."""
+
+    def __init__(self, message: str, outcome: Outcome = "unparseable_after_repair") -> None:
+        super().__init__(message, outcome=outcome)
 
 
 @dataclass(frozen=True)
@@ -300,5 +306,6 @@ def _child(program: Program, files: dict[str, str]) -> Program:
         raise EditError(
             "Only text inside the EVOLVE-BLOCK (between the EVOLVE-BLOCK-START and "
             "EVOLVE-BLOCK-END lines) may change, and the marker lines must stay as they "
-            f"are. {error}"
+            f"are. {error}",
+            outcome="outside_block",
         ) from None

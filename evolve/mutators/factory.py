@@ -24,11 +24,16 @@ def make_mutators(
     if any(m.name == "agent" for m in task.spec.mutators):
         reader = start_store_reader(store_url, run_name)
         services = AgentServices(evaluator, task.spec.sandbox, reader)
-    return {m.name: make_mutator(m, task, services) for m in task.spec.mutators}, reader
+    context = prompt_context(task, evaluator)
+    mutators = {m.name: make_mutator(m, task, context, services) for m in task.spec.mutators}
+    return mutators, reader
 
 
 def make_mutator(
-    spec: MutatorSpec, task: LoadedTask, services: AgentServices | None = None
+    spec: MutatorSpec,
+    task: LoadedTask,
+    context: PromptContext,
+    services: AgentServices | None = None,
 ) -> Mutator:
     """`services` (the sandbox and store the agent's tools reach) is needed by the agent."""
     if spec.name not in LLM_OPERATORS:
@@ -40,16 +45,29 @@ def make_mutator(
     if spec.name == "agent":
         if services is None:
             raise ValueError("the engine gives the agent its services")
-        return Agent(spec.params, llm, prompt_context(task), templates, services)
-    return LLMEditor(spec.name, spec.params, llm, prompt_context(task), templates)
+        return Agent(spec.params, llm, context, templates, services)
+    return LLMEditor(spec.name, spec.params, llm, context, templates)
 
 
-def prompt_context(task: LoadedTask) -> PromptContext:
+def prompt_context(task: LoadedTask, evaluator: Evaluator | None = None) -> PromptContext:
+    """What every prompt of the run shares. The rules come from the evaluator's optional
+    `prompt_rules()`, plus the sandbox's limits, which bound every evaluator's runs."""
     main_file = task.seed.main_file
+    rules = getattr(evaluator, "prompt_rules", None)
     return PromptContext(
         description=task.spec.description or task.spec.name,
         objectives=tuple((o.name, o.direction) for o in task.spec.objectives),
         notes=task.notes,
         hardware=describe_hardware(),
         language=main_file.rsplit(".", 1)[-1] if "." in main_file else "",
+        rules="\n".join(filter(None, [rules() if rules else "", _limits(task)])),
+        evaluator=task.spec.evaluator.name,
+    )
+
+
+def _limits(task: LoadedTask) -> str:
+    box = task.spec.sandbox
+    return (
+        f"- Each sandbox job (a build, a run) is stopped after {box.timeout_s:g} s and may use "
+        f"{box.memory_mb} MB of memory."
     )

@@ -5,13 +5,15 @@ shows a second parent and `fix` a failed one with its feedback, both answered as
 cannot be applied (a block that does not match, prose instead of code, an edit outside the
 EVOLVE-BLOCK) goes back to the model as feedback for exactly one repair turn; it is never
 silently skipped. Every call, repaired or not, travels back with the result, so the driver
-records what was paid for.
+records what was paid for, and a proposal that fails says how (evolve.proposal_outcomes):
+"outside_block" or "unparseable_after_repair" when the repair fails too, "empty" or
+"retries_exhausted" when the model gave no usable reply.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +28,7 @@ from evolve.mutators.base import MutationError, MutationRequest, Proposal
 from evolve.mutators.edits import EditError, apply_diff, apply_rewrite, parse_diff
 from evolve.mutators.prompt import PromptContext, build_prompt, repair_prompt
 from evolve.program import Program
+from evolve.proposal_outcomes import Outcome
 from evolve.task import LLMSpec, ModelSpec
 
 
@@ -58,7 +61,15 @@ class LLMEditor:
         parent = request.parent
         if self.name == "crossover" and not request.others:
             raise MutationError("crossover needs a second parent; the island has only one")
-        system, user = build_prompt(self.name, self.context, parent, request.others, self.templates)
+        system, user = build_prompt(
+            self.name,
+            self.context,
+            parent,
+            request.others,
+            self.templates,
+            attempts=request.attempts,
+            digest=request.digest,
+        )
         messages = [{"role": "user", "content": user}]
         calls: list[LLMCall] = []
         reply = self._ask(client, system, messages, calls)
@@ -76,6 +87,7 @@ class LLMEditor:
                 raise MutationError(
                     f"{self.name}: the reply could not be applied, even after one repair: {again}",
                     calls,
+                    again.outcome,
                 ) from None
         record = {
             "operator": self.name,
@@ -95,8 +107,7 @@ class LLMEditor:
         )
         calls.extend(completion.calls)
         if completion.text is None:
-            statuses = ", ".join(call.status for call in completion.calls)
-            raise MutationError(f"{self.name}: no usable reply from the model ({statuses})", calls)
+            raise no_reply(self.name, completion.calls, calls)
         return completion.text
 
     def _apply(self, parent: Program, reply: str) -> Program:
@@ -105,11 +116,22 @@ class LLMEditor:
         return apply_diff(parent, parse_diff(reply))
 
 
+def no_reply(who: str, attempts: Sequence[LLMCall], calls: Sequence[LLMCall]) -> MutationError:
+    """The error for a request that produced no usable reply. An empty reply is never retried
+    (evolve/llm/retry.py), so the last attempt says which it was: the model had nothing to
+    say ("empty"), or every attempt failed ("retries_exhausted")."""
+    statuses = ", ".join(call.status for call in attempts) or "no attempt was made"
+    outcome: Outcome = (
+        "empty" if attempts and attempts[-1].status == "empty" else "retries_exhausted"
+    )
+    return MutationError(f"{who}: no usable reply from the model ({statuses})", calls, outcome)
+
+
 def model_clients(llm: LLMSpec) -> list[tuple[LLMClient, float]]:
     """A client per configured model, with its weight."""
     from evolve.llm.client import LLMClient  # the SDKs load only where models are used
 
-    prices = {label: Price(p.input_per_mtok, p.output_per_mtok) for label, p in llm.prices.items()}
+    prices = {label: Price(**p.model_dump()) for label, p in llm.prices.items()}
     return [
         (
             LLMClient(

@@ -3,21 +3,33 @@
 Templates are `string.Template` files ($name placeholders): filling one runs no code, so
 a task's own templates are safe to load. A task's template folder is searched first, then
 the built-in `templates/` folder. system.txt, the operator templates (diff, rewrite,
-crossover, fix) and the answer formats (format_diff, format_rewrite) may all use:
+crossover, fix, agent) and the answer formats (format_diff, format_rewrite, which cannot
+hold $format, themselves) may all use:
 
     $task          the task description and its objectives
+    $rules         what a candidate may use: the evaluator's allowlists (cflags, headers...)
     $hardware      where candidates are measured (see evolve.hardware)
     $notes         the task's notes (its knowledge file)
+    $format        the answer format: format_diff.txt, or format_rewrite.txt for rewrite
+    $digest        the run so far: the best score, what each operator achieved, failures
     $parent        the current program in full: files, score, metrics
     $feedback      the evaluator's feedback on the current program, head and tail kept
-    $inspirations  other programs of the island, their EVOLVE-BLOCKs only
+    $inspirations  other programs, best first, their EVOLVE-BLOCKs, scores and key metrics
     $partner       crossover's second parent in full
-    $format        the answer format: format_diff.txt, or format_rewrite.txt for rewrite
+    $legend        the unit and meaning of each metric shown
+    $attempts      the current program's recent children and what became of them
     $language      the main file's language, for code fences
     $path          the file whose first block a rewrite replaces
 
-agent.txt (the agent's first message) may also use $max_turns; its notes are not
-pasted in but searched with the read_notes tool.
+The system prompt is the same for every proposal of a run that one operator makes, so a
+provider can cache it: it holds the fixed sections ($task, $rules, $hardware, $notes,
+$format). A fixed section that the system template uses is left out of the user message,
+where it would only repeat; one it does not use stays where the operator template puts it.
+So the operator templates list them too, and a task's own system.txt without $notes still
+has its notes shown.
+
+agent.txt (the agent's first message) may also use $max_turns. The agent's notes are not
+pasted in, not even into its system prompt, but searched with the read_notes tool.
 
 repair.txt follows the first prompt in the same conversation and sees only $error, why
 the previous answer could not be applied.
@@ -35,14 +47,17 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 from string import Template
 
-from evolve.mutators.base import Parent
+from evolve import metric_glossary
+from evolve.clipping import middle_truncate
+from evolve.mutators.base import Parent, PastAttempt
 from evolve.mutators.edits import rewrite_target
 from evolve.program import split_segments
 
 OPERATORS = ("diff", "rewrite", "crossover", "fix", "agent")
+FIXED_SECTIONS = frozenset({"task", "rules", "hardware", "notes", "format"})
 FEEDBACK_LIMIT = 6000  # characters of feedback shown, head and tail together
 INSPIRATION_LIMIT = 3000  # characters of each inspiration's EVOLVE-BLOCKs
-MAX_INSPIRATIONS = 3
+KEY_METRICS = 5  # metrics shown beside an inspiration's score, the objectives first
 LANGUAGES = {
     ".c": "c",
     ".h": "c",
@@ -64,6 +79,15 @@ HARDWARE_WINS = (
     "Read from the system (/proc, sysfs, nvidia-smi) when this run started. Where the notes "
     "say otherwise about the hardware, this section is right."
 )
+# How a past attempt ended, where the outcome's own word reads badly in a sentence.
+ENDINGS = {
+    "candidate": "not evaluated yet",
+    "pending": "not evaluated yet",
+    "unparseable_after_repair": "the answer could not be applied",
+    "outside_block": "it edited outside the EVOLVE-BLOCK",
+    "empty": "the answer was empty",
+    "timeout": "timed out",
+}
 
 
 @dataclass(frozen=True)
@@ -75,6 +99,8 @@ class PromptContext:
     notes: str = ""
     hardware: str = ""
     language: str = ""  # of the main file, for code fences
+    rules: str = ""  # the evaluator's prompt_rules(): what a candidate may use
+    evaluator: str = ""  # its name, for what its metrics mean (evolve.metric_glossary)
 
 
 def language_for(path: str) -> str:
@@ -89,31 +115,39 @@ def build_prompt(
     others: Sequence[Parent],
     templates: Path | None = None,
     extra: Mapping[str, str] | None = None,
+    *,
+    attempts: Sequence[PastAttempt] = (),
+    digest: str = "",
 ) -> tuple[str, str]:
     """The (system, user) prompt asking `operator` to make a child of `parent`.
 
-    `others` are the island's top and diverse programs, best first. For crossover the
-    first of them is the second parent, shown in full; the rest are inspirations.
+    `others` are the programs the engine chose to show, best first, every one of them. For
+    crossover the first is the second parent, shown in full; the rest are inspirations.
+    `attempts` are the parent's recent proposals and `digest` the run's (evolve.digest).
     `extra` adds placeholders for one operator's template (the agent's $max_turns).
     """
     if operator not in OPERATORS:
         raise ValueError(f"unknown operator {operator!r}; choose one of {', '.join(OPERATORS)}")
     inspirations = list(others)
-    partner = ""
+    partner: Parent | None = None
     if operator == "crossover":
         if not inspirations:
             raise ValueError("crossover needs a second parent in `others`")
-        partner = _program_section("The second program", inspirations.pop(0), context)
+        partner = inspirations.pop(0)
     values = {
         "task": _task_section(context),
+        "rules": _section("Rules every program must follow", context.rules),
         "hardware": _hardware_section(context.hardware),
         "notes": _section("Notes on this task", context.notes),
+        "digest": _section("This run so far", digest),
         "parent": _program_section("The current program", parent, context),
         "feedback": _section(
             "Evaluator feedback on the current program", truncate(parent.feedback)
         ),
-        "inspirations": _inspirations_section(inspirations[:MAX_INSPIRATIONS], context),
-        "partner": partner,
+        "inspirations": _inspirations_section(inspirations, context),
+        "partner": _program_section("The second program", partner, context) if partner else "",
+        "legend": _legend_section(parent, partner, inspirations, context),
+        "attempts": _attempts_section(attempts, parent),
         "language": context.language,
         "path": rewrite_target(parent.program),
         **(extra or {}),
@@ -121,7 +155,23 @@ def build_prompt(
     values["format"] = _render(
         "format_rewrite.txt" if operator == "rewrite" else "format_diff.txt", templates, values
     )
-    return _render("system.txt", templates, values), _render(f"{operator}.txt", templates, values)
+    return _system_and_user(operator, templates, values)
+
+
+def _system_and_user(
+    operator: str, templates: Path | None, values: Mapping[str, str]
+) -> tuple[str, str]:
+    """The fixed sections the system template uses go there and nowhere else, so the
+    system prompt is the same for every proposal of the operator: a prefix to cache."""
+    system_text, origin = _load("system.txt", templates)
+    in_system = set(FIXED_SECTIONS.intersection(Template(system_text).get_identifiers()))
+    system_values = values
+    if operator == "agent":  # it searches its notes with a tool instead
+        in_system.discard("notes")
+        system_values = {**values, "notes": ""}
+    system = _fill(system_text, origin, system_values)
+    user = _render(f"{operator}.txt", templates, {**values, **dict.fromkeys(in_system, "")})
+    return system, user
 
 
 def repair_prompt(error: str, templates: Path | None = None) -> str:
@@ -139,13 +189,7 @@ def truncate(text: str, limit: int = FEEDBACK_LIMIT) -> str:
     Compiler output and test logs put the first error at the head and the summary at the
     tail; the middle is what can go.
     """
-    if len(text) <= limit:
-        return text
-    head, tail = text[: limit // 2], text[-(limit // 2) :]
-    head = head[: head.rfind("\n") + 1] or head
-    tail = tail[tail.find("\n") + 1 :] or tail
-    omitted = len(text) - len(head) - len(tail)
-    return f"{head}[... {omitted} characters omitted ...]\n{tail}"
+    return middle_truncate(text, limit)
 
 
 def _section(title: str, body: str) -> str:
@@ -169,11 +213,23 @@ def _score(parent: Parent) -> str:
     return f"score {parent.score:.6g}, higher is better"
 
 
+def _metrics(parent: Parent, names: Sequence[str], context: PromptContext) -> str:
+    return ", ".join(
+        metric_glossary.shown(name, parent.metrics[name], context.evaluator) for name in names
+    )
+
+
+def _key_metrics(parent: Parent, context: PromptContext) -> list[str]:
+    """The objectives' metrics, then the others in the order the evaluator reported them."""
+    objectives = [name for name, _ in context.objectives if name in parent.metrics]
+    rest = [name for name in parent.metrics if name not in objectives]
+    return [*objectives, *rest][:KEY_METRICS]
+
+
 def _program_section(title: str, parent: Parent, context: PromptContext) -> str:
-    metrics = ", ".join(f"{name} = {value:.6g}" for name, value in parent.metrics.items())
-    parts = [f"## {title} ({_score(parent)})"]
-    if metrics:
-        parts.append(f"Metrics: {metrics}")
+    parts = [f"## {title}, #{parent.id} ({_score(parent)})"]
+    if parent.metrics:
+        parts.append(f"Metrics: {_metrics(parent, list(parent.metrics), context)}")
     for path, text in parent.program.files.items():
         parts.append(f"### {path}\n{_fenced(_fence_language(path, parent, context), text)}")
     return "\n".join(parts)
@@ -189,9 +245,48 @@ def _inspirations_section(others: Sequence[Parent], context: PromptContext) -> s
             if mutable.strip():
                 code = truncate(mutable, INSPIRATION_LIMIT)
                 blocks.append(f"{path}:\n{_fenced(_fence_language(path, other, context), code)}")
-        shown.append(f"### Program {other.id} ({_score(other)})\n" + "\n".join(blocks))
-    title = "Other programs of this population, for ideas (their EVOLVE-BLOCKs only)"
+        metrics = _metrics(other, _key_metrics(other, context), context)
+        about = f"{_score(other)}; {metrics}" if metrics else _score(other)
+        shown.append(f"### Program #{other.id} ({about})\n" + "\n".join(blocks))
+    title = "Other programs, best first, for ideas (their EVOLVE-BLOCKs only)"
     return _section(title, "\n\n".join(shown))
+
+
+def _legend_section(
+    parent: Parent, partner: Parent | None, others: Sequence[Parent], context: PromptContext
+) -> str:
+    """Each meaning once, for every metric the prompt shows."""
+    shown = [*parent.metrics, *(partner.metrics if partner else ())]
+    shown += [name for other in others for name in _key_metrics(other, context)]
+    return _section("What the metrics mean", metric_glossary.legend(shown, context.evaluator))
+
+
+def _attempts_section(attempts: Sequence[PastAttempt], parent: Parent) -> str:
+    if not attempts:
+        return ""
+    lines = [
+        "Children already proposed from the current program, newest first. Do not propose "
+        "any of them again: try something different.",
+        *(f"- {_attempt(attempt, parent)}" for attempt in attempts),
+    ]
+    return _section("Recent attempts on this program", "\n".join(lines))
+
+
+def _attempt(attempt: PastAttempt, parent: Parent) -> str:
+    """`diff -> #41 scored 1.92 (parent 1.8): +3/-1 lines in kernel.c: ...`"""
+    child = f"#{attempt.child_id}" if attempt.child_id is not None else ""
+    if attempt.score is not None:
+        versus = f" (parent {parent.score:.6g})" if parent.score is not None else ""
+        ending = f"{child} scored {attempt.score:.6g}{versus}"
+    elif attempt.outcome == "duplicate":
+        ending = f"duplicate of {child or 'an earlier program'}"
+    elif attempt.outcome == "too_similar":
+        ending = f"too similar to {child or 'an earlier program'}, not evaluated"
+    else:
+        words = ENDINGS.get(attempt.outcome, attempt.outcome.replace("_", " "))
+        ending = f"{child} {words}" if child else words
+    summary = f": {attempt.summary}" if attempt.summary else ""
+    return f"{attempt.operator} -> {ending.strip()}{summary}"
 
 
 def _fence_language(path: str, parent: Parent, context: PromptContext) -> str:
@@ -214,7 +309,10 @@ def _load(name: str, folder: Path | None) -> tuple[str, str]:
 
 
 def _render(name: str, folder: Path | None, values: Mapping[str, str]) -> str:
-    text, origin = _load(name, folder)
+    return _fill(*_load(name, folder), values)
+
+
+def _fill(text: str, origin: str, values: Mapping[str, str]) -> str:
     kept: list[str] = []
     dropping = False
     for line in text.splitlines(keepends=True):

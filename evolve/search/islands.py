@@ -56,14 +56,32 @@ class Islands:
             for island in old[1]:
                 self._ranked[island].remove(Member(candidate_id, old[0]))
 
-    def pick(self, island: int, rng: random.Random) -> int | None:
-        """A parent id from the island: rank-biased, with an `exploration` share uniform."""
+    def pick(self, island: int, rng: random.Random, besides: int | None = None) -> int | None:
+        """An id from the island: rank-biased, with an `exploration` share uniform. `besides`
+        is left out of the draw (a crossover partner is never its parent), by drawing over
+        the others' ranks rather than drawing again, so one draw always suffices."""
         ranked = self._ranked[island]
-        if not ranked:
+        skip = self._position(besides, island)
+        n = len(ranked) - (skip is not None)
+        if n <= 0:
             return None
         if rng.random() < self.exploration:
-            return ranked[rng.randrange(len(ranked))].id
-        return ranked[power_law_rank(rng, len(ranked), self.pressure)].id
+            rank = rng.randrange(n)
+        else:
+            rank = power_law_rank(rng, n, self.pressure)
+        if skip is not None and rank >= skip:
+            rank += 1
+        return ranked[rank].id
+
+    def _position(self, candidate_id: int | None, island: int) -> int | None:
+        where = self._where.get(candidate_id) if candidate_id is not None else None
+        if where is None or island not in where[1]:
+            return None
+        return self._ranked[island].index(Member(candidate_id, where[0]))
+
+    def top(self, island: int, limit: int) -> list[int]:
+        """The island's `limit` best, best first."""
+        return [member.id for member in self._ranked[island][:limit]]
 
     def best(self, island: int) -> int | None:
         ranked = self._ranked[island]

@@ -1,15 +1,16 @@
-"""Where parents come from: the search strategy's contract, and islands as the one we have.
+"""Where parents come from: the search strategy's contract, and islands, the default.
 
 The engine asks a strategy for a parent and a partner, and tells it every score; the
-strategy decides nothing else, so MAP-Elites or a Pareto front plugs in here without
-touching the loop. Everything a strategy holds is rebuilt from the store on resume.
+strategy decides nothing else, so MAP-Elites (map_elites.py) and a Pareto front
+(pareto.py) plug in without touching the loop. Everything a strategy holds is rebuilt
+from the store on resume.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from evolve.search.islands import Islands
@@ -22,9 +23,22 @@ class Pick:
     island: int  # where the child will live
 
 
+@dataclass(frozen=True)
+class Scored:
+    """A candidate as the search sees it: its score (oriented so that higher is better),
+    the metrics of the evaluation that gave that score, and the length of its
+    EVOLVE-BLOCKs in characters (the `code_length` feature)."""
+
+    id: int
+    island: int
+    score: float
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    code_length: int = 0
+
+
 class SearchStrategy(Protocol):
-    def add(self, candidate_id: int, score: float, island: int) -> None:
-        """A new or changed score, oriented so that higher is better."""
+    def add(self, member: Scored) -> None:
+        """A new or changed score."""
         ...
 
     def discard(self, candidate_id: int) -> None:
@@ -40,13 +54,17 @@ class SearchStrategy(Protocol):
         ...
 
     def partner(self, pick: Pick, rng: random.Random) -> int | None:
-        """Another program to show beside the parent, never the parent itself."""
+        """A second parent, never the parent itself; None only when no other scored
+        program exists to pair with."""
         ...
 
-    def restore(
-        self, scored: Iterable[tuple[int, int, float]], migrations: Iterable[tuple[int, int]]
-    ) -> None:
-        """Scores (id, island, score) and migrations (id, island) from the store."""
+    def elites(self, island: int, limit: int) -> list[int]:
+        """Up to `limit` of the island's programs worth showing, best first: where prompts
+        draw their inspirations from."""
+        ...
+
+    def restore(self, scored: Iterable[Scored], migrations: Iterable[tuple[int, int]]) -> None:
+        """Scored candidates and migrations (id, island) from the store, oldest first."""
         ...
 
     def migrations_due(self, evaluated: int) -> list[tuple[int, int]]:
@@ -65,8 +83,8 @@ class IslandStrategy:
         )
         self.next_island = 0
 
-    def add(self, candidate_id: int, score: float, island: int) -> None:
-        self.islands.add(candidate_id, score, self._homes(candidate_id, island))
+    def add(self, member: Scored) -> None:
+        self.islands.add(member.id, member.score, self._homes(member.id, member.island))
 
     def discard(self, candidate_id: int) -> None:
         self.islands.discard(candidate_id)
@@ -86,14 +104,21 @@ class IslandStrategy:
         return Pick(parent_id, island)
 
     def partner(self, pick: Pick, rng: random.Random) -> int | None:
-        partner_id = self.islands.pick(pick.island, rng)
-        return partner_id if partner_id != pick.parent_id else None
+        """From the pick's island, else the next island round the ring that holds another."""
+        count = self.islands.count
+        for step in range(count):
+            island = (pick.island + step) % count
+            partner_id = self.islands.pick(island, rng, besides=pick.parent_id)
+            if partner_id is not None:
+                return partner_id
+        return None
 
-    def restore(
-        self, scored: Iterable[tuple[int, int, float]], migrations: Iterable[tuple[int, int]]
-    ) -> None:
-        for candidate_id, island, value in scored:
-            self.add(candidate_id, value, island)
+    def elites(self, island: int, limit: int) -> list[int]:
+        return self.islands.top(island, limit)
+
+    def restore(self, scored: Iterable[Scored], migrations: Iterable[tuple[int, int]]) -> None:
+        for member in scored:
+            self.add(member)
         for candidate_id, island in migrations:
             self.islands.migrate(candidate_id, island)
 

@@ -11,10 +11,9 @@ from typing import Any
 from sqlalchemy import Select, func, select
 from sqlalchemy.exc import IntegrityError
 
-from evolve.llm import LLMCall as LLMCallRecordable
 from evolve.program import Program
 from evolve.store.database import Database
-from evolve.store.ledger import call_rows, pull
+from evolve.store.proposals import Settlement, settle
 from evolve.store.records import CandidateRecord
 from evolve.store.schema import PENDING, Candidate
 
@@ -31,13 +30,12 @@ class Candidates(Database):
         island: int,
         generation: int,
         mutation: Mapping[str, Any],
-        llm_calls: Sequence[LLMCallRecordable] = (),
-        arm: str | None = None,
+        settlement: Settlement | None = None,
     ) -> CandidateRecord | None:
         """None, with nothing written, if this run already holds the same code: a program is
         evaluated once. The unique constraint decides, so two racing writers cannot both win.
-        The model calls that made the candidate, and the pull of the bandit `arm` that chose
-        the model, are written in the same transaction."""
+        The proposal that made the candidate is settled in the same transaction, its calls
+        linked to the child and its bandit arm charged."""
         row = Candidate(
             run_name=run_name,
             parent_ids=list(parent_ids),
@@ -51,13 +49,12 @@ class Candidates(Database):
             measurements=0,
             created_at=time.time(),
         )
-        operator = str(mutation.get("operator", ""))
         try:
             with self._write() as session, session.begin():
                 session.add(row)
                 session.flush()
-                session.add_all(call_rows(run_name, row.id, operator, llm_calls))
-                pull(session, run_name, arm, llm_calls)
+                if settlement is not None:
+                    settle(session, settlement, candidate_id=row.id)
         except IntegrityError:
             if self.has_code(run_name, row.code_hash):
                 return None
@@ -65,11 +62,15 @@ class Candidates(Database):
         return CandidateRecord.of(row)
 
     def has_code(self, run_name: str, code_hash: str) -> bool:
+        return self.code_owner(run_name, code_hash) is not None
+
+    def code_owner(self, run_name: str, code_hash: str) -> int | None:
+        """The run's candidate with this code, if any: what a duplicate duplicates."""
         query = select(Candidate.id).where(
             Candidate.run_name == run_name, Candidate.code_hash == code_hash
         )
         with self._read() as session:
-            return session.scalars(query.limit(1)).first() is not None
+            return session.scalars(query.limit(1)).first()
 
     def candidate(self, candidate_id: int) -> CandidateRecord | None:
         with self._read() as session:
@@ -130,6 +131,35 @@ class Candidates(Database):
         )
         with self._read() as session:
             return [(id_, island, score) for id_, island, score in session.execute(query)]
+
+    def outlines(
+        self, run_name: str
+    ) -> list[tuple[int, list[int], dict[str, Any], str, float | None]]:
+        """(id, parent ids, mutation, status, score) of every candidate, oldest first: the
+        run's shape without its code, for the prompts' digest."""
+        query = (
+            select(
+                Candidate.id,
+                Candidate.parent_ids,
+                Candidate.mutation,
+                Candidate.status,
+                Candidate.score,
+            )
+            .where(Candidate.run_name == run_name)
+            .order_by(Candidate.id)
+        )
+        with self._read() as session:
+            return [tuple(row) for row in session.execute(query)]  # type: ignore[misc]
+
+    def programs(self, run_name: str) -> list[tuple[int, Program]]:
+        """Every candidate's program, oldest first: for the novelty index on resume."""
+        query = (
+            select(Candidate.id, Candidate.files)
+            .where(Candidate.run_name == run_name)
+            .order_by(Candidate.id)
+        )
+        with self._read() as session:
+            return [(id_, Program(dict(files))) for id_, files in session.execute(query)]
 
     def top(self, run_name: str, k: int, *, offset: int = 0) -> list[CandidateRecord]:
         """Best first; among equal scores the older candidate wins. `offset` skips that many,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 
 from sqlalchemy import func, select
@@ -11,6 +12,16 @@ from evolve.store.database import Database
 from evolve.store.ledger import locked_arm
 from evolve.store.records import CandidateRecord, EvaluationRecord
 from evolve.store.schema import EVALUATION_KINDS, PENDING, Candidate, Evaluation
+
+
+def scoring_evaluation(evaluations: Sequence[EvaluationRecord]) -> EvaluationRecord | None:
+    """The evaluation whose score is the candidate's: the lowest of its ok ones (the latest
+    of equals). Its metrics are the ones to show beside the score, so that the score and
+    the numbers next to it always come from the same measurement."""
+    passed = [e for e in evaluations if e.status == OK and e.score is not None]
+    if not passed:
+        return None
+    return min(reversed(passed), key=lambda e: e.score)  # type: ignore[arg-type, return-value]
 
 
 class Evaluations(Database):
@@ -86,6 +97,23 @@ class Evaluations(Database):
         )
         with self._read() as session:
             return [EvaluationRecord.of(row) for row in session.scalars(query)]
+
+    def scoring_metrics(self, run_name: str) -> dict[int, dict[str, float]]:
+        """Each scored candidate's metrics, from the evaluation that gave its score: what the
+        search places it by (MAP-Elites features, Pareto objectives) on resume."""
+        query = (
+            select(Evaluation.candidate_id, Evaluation.metrics)
+            .join(Candidate, Candidate.id == Evaluation.candidate_id)
+            .where(
+                Candidate.run_name == run_name,
+                Candidate.score.is_not(None),
+                Evaluation.status == OK,
+                Evaluation.score == Candidate.score,
+            )
+            .order_by(Evaluation.id)
+        )
+        with self._read() as session:
+            return {candidate_id: metrics for candidate_id, metrics in session.execute(query)}
 
     def run_evaluations(self, run_name: str) -> list[EvaluationRecord]:
         """Every evaluation of a run, oldest first: for audits and exports."""

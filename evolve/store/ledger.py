@@ -1,7 +1,8 @@
 """The LLM ledger: every model call paid for, what a run has spent, and the bandit's arms.
 
-The helpers below write inside a caller's transaction, so the candidate a call made, or the
-evaluation that rewards an arm, lands together with it or not at all.
+Calls are written one by one as they complete (evolve/store/proposals.py); the helpers
+below write inside a caller's transaction, so a proposal's outcome and the arm it pulled,
+or the evaluation that rewards an arm, land together or not at all.
 """
 
 from __future__ import annotations
@@ -20,22 +21,6 @@ from evolve.store.schema import BanditArm, LLMCall
 
 class Ledger(Database):
     """The store's model calls and bandit arms."""
-
-    def record_llm_calls(
-        self,
-        run_name: str,
-        calls: Sequence[LLMCallRecordable],
-        *,
-        operator: str,
-        candidate_id: int | None = None,
-        arm: str | None = None,
-    ) -> None:
-        """Calls that made no candidate (failed, duplicate, garbage): paid for, so kept, and a
-        pull of the bandit `arm` that chose them, with no reward."""
-        if calls or arm:
-            with self._write() as session, session.begin():
-                session.add_all(call_rows(run_name, candidate_id, operator, calls))
-                pull(session, run_name, arm, calls)
 
     def bandit_arms(self, run_name: str) -> dict[str, tuple[int, float, float]]:
         """Each arm's (pulls, total reward, total USD): the adaptive model choice's state."""
@@ -75,24 +60,27 @@ def locked_arm(session: Session, run_name: str, arm: str) -> BanditArm:
     return row
 
 
-def pull(
-    session: Session, run_name: str, arm: str | None, calls: Sequence[LLMCallRecordable]
-) -> None:
-    """Counts a pull of `arm` (if the model was chosen by one) and charges it the calls."""
+def pull(session: Session, run_name: str, arm: str | None, cost_usd: float) -> None:
+    """Counts a pull of `arm` (if the model was chosen by one) and charges it the cost."""
     if arm is not None:
         row = locked_arm(session, run_name, arm)
         row.pulls += 1
-        row.cost_usd += sum(call.cost_usd for call in calls)
+        row.cost_usd += cost_usd
 
 
 def call_rows(
-    run_name: str, candidate_id: int | None, operator: str, calls: Sequence[LLMCallRecordable]
+    run_name: str,
+    operator: str,
+    calls: Sequence[LLMCallRecordable],
+    *,
+    proposal_id: int | None = None,
+    candidate_id: int | None = None,
 ) -> list[LLMCall]:
-    now = time.time()
     return [
         LLMCall(
             run_name=run_name,
             candidate_id=candidate_id,
+            proposal_id=proposal_id,
             provider=call.provider,
             model=call.model,
             operator=operator,
@@ -100,11 +88,13 @@ def call_rows(
             response=call.response,
             input_tokens=call.input_tokens,
             output_tokens=call.output_tokens,
+            cached_tokens=call.cached_tokens,
+            cache_write_tokens=call.cache_write_tokens,
             cost_usd=call.cost_usd,
             latency_s=call.latency_s,
             status=call.status,
             error=call.error,
-            created_at=now,
+            created_at=call.started_at or time.time(),
         )
         for call in calls
     ]

@@ -11,7 +11,7 @@ from typing import Any
 
 from evolve.program import Program
 from evolve.results import Counter, StageResult
-from evolve.store.schema import Candidate, Evaluation, LLMCall, Run
+from evolve.store.schema import Candidate, Evaluation, LLMCall, Proposal, Run
 
 
 @dataclass(frozen=True)
@@ -126,6 +126,7 @@ class LLMCallRecord:
     id: int
     run_name: str
     candidate_id: int | None
+    proposal_id: int | None
     provider: str
     model: str
     operator: str
@@ -133,6 +134,8 @@ class LLMCallRecord:
     response: str
     input_tokens: int
     output_tokens: int
+    cached_tokens: int
+    cache_write_tokens: int
     cost_usd: float
     latency_s: float
     status: str
@@ -142,3 +145,54 @@ class LLMCallRecord:
     @classmethod
     def of(cls, row: LLMCall) -> LLMCallRecord:
         return cls(**{column: getattr(row, column) for column in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class ProposalRecord:
+    """A proposal and, when it made a candidate, that child's status and score now."""
+
+    id: int
+    run_name: str
+    operator: str
+    models: tuple[str, ...]
+    parent_ids: tuple[int, ...]
+    island: int
+    arm: str | None
+    outcome: str | None
+    detail: str
+    summary: str
+    candidate_id: int | None
+    nearest_id: int | None
+    similarity: float | None
+    calls: int
+    cost_usd: float
+    tokens: int
+    created_at: float
+    finished_at: float | None
+    child_status: str | None = None
+    child_score: float | None = None
+
+    @classmethod
+    def of(cls, row: Proposal, child: Candidate | None = None) -> ProposalRecord:
+        return cls(
+            id=row.id,
+            run_name=row.run_name,
+            operator=row.operator,
+            models=tuple(row.models),
+            parent_ids=tuple(row.parent_ids),
+            island=row.island,
+            arm=row.arm,
+            outcome=row.outcome,
+            detail=row.detail,
+            summary=row.summary,
+            candidate_id=row.candidate_id,
+            nearest_id=row.nearest_id,
+            similarity=row.similarity,
+            calls=row.calls,
+            cost_usd=row.cost_usd,
+            tokens=row.tokens,
+            created_at=row.created_at,
+            finished_at=row.finished_at,
+            child_status=child.status if child is not None else None,
+            child_score=child.score if child is not None else None,
+        )

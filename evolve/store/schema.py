@@ -105,21 +105,55 @@ class Evaluation(Base):
     finished_at: Mapped[float] = mapped_column(Double)
 
 
+class Proposal(Base):
+    """One request to an operator for a child, whatever became of it: the ledger that groups
+    a proposal's model calls and says why a paid proposal made no candidate. `outcome` is
+    None while it is in flight (evolve/proposal_outcomes.py has the words)."""
+
+    __tablename__ = "proposals"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    run_name: Mapped[str] = mapped_column(ForeignKey("runs.name"), index=True)
+    operator: Mapped[str] = mapped_column(String(64))
+    models: Mapped[list[str]] = mapped_column(JSON)
+    parent_ids: Mapped[list[int]] = mapped_column(JSON)
+    # The first parent, apart, so that a parent's recent attempts are one indexed query.
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id"), index=True)
+    island: Mapped[int]
+    arm: Mapped[str | None] = mapped_column(String(255))  # the bandit's choice, if it chose
+    outcome: Mapped[str | None] = mapped_column(String(64))
+    detail: Mapped[str] = mapped_column(Text, default="")
+    summary: Mapped[str] = mapped_column(Text, default="")  # one line: what the change was
+    candidate_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id"))
+    nearest_id: Mapped[int | None]  # too_similar: the program it was too close to
+    similarity: Mapped[float | None] = mapped_column(Double)
+    calls: Mapped[int] = mapped_column(default=0)
+    cost_usd: Mapped[float] = mapped_column(Double, default=0.0)
+    tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[float] = mapped_column(Double)
+    finished_at: Mapped[float | None] = mapped_column(Double)
+
+
 class LLMCall(Base):
-    """One model request: the ledger behind the USD budget."""
+    """One model request: the ledger behind the USD budget. It is written as soon as the
+    request completes, so a driver killed mid-proposal loses no paid call; `created_at` is
+    when the request was made."""
 
     __tablename__ = "llm_calls"
 
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
     run_name: Mapped[str] = mapped_column(ForeignKey("runs.name"), index=True)
     candidate_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id"))
+    proposal_id: Mapped[int | None] = mapped_column(ForeignKey("proposals.id"), index=True)
     provider: Mapped[str] = mapped_column(String(64))
     model: Mapped[str] = mapped_column(String(255))
     operator: Mapped[str] = mapped_column(String(64))
     prompt: Mapped[str] = mapped_column(Text)
     response: Mapped[str] = mapped_column(Text)
-    input_tokens: Mapped[int]
+    input_tokens: Mapped[int]  # all of them, cached ones included
     output_tokens: Mapped[int]
+    cached_tokens: Mapped[int] = mapped_column(default=0)  # read from the provider's cache
+    cache_write_tokens: Mapped[int] = mapped_column(default=0)
     cost_usd: Mapped[float] = mapped_column(Double)
     latency_s: Mapped[float] = mapped_column(Double)
     status: Mapped[str] = mapped_column(String(64))

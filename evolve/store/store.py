@@ -5,7 +5,8 @@ all of a write or none of it, and `evolve run --resume` rebuilds from what is th
 
 `Store` is only the sum of its parts, one module each: opening the database (`database`),
 runs (`runs`), candidates and lineage (`candidates`), evaluations (`evaluations`), the model
-calls and bandit arms (`ledger`) and island migrations (`islands`).
+calls and bandit arms (`ledger`), the proposals that grouped them (`proposals`) and island
+migrations (`islands`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from evolve.store.candidates import Candidates
 from evolve.store.evaluations import Evaluations
 from evolve.store.islands import IslandMigrations
 from evolve.store.ledger import Ledger
+from evolve.store.proposals import Proposals
 from evolve.store.runs import Runs
 
 
-class Store(Runs, Candidates, Evaluations, Ledger, IslandMigrations):
+class Store(Runs, Candidates, Evaluations, Ledger, Proposals, IslandMigrations):
     """Opens (and if needed creates or upgrades) the database at `url`; lives in the driver."""
 
     def __repr__(self) -> str:

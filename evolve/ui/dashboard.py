@@ -64,7 +64,8 @@ class Dashboard:
                 total=s.budget_candidates,
                 shown=f"{s.candidates}/{s.budget_candidates or 'no limit'}  "
                 f"{s.evaluated} evaluated, {s.failed} failed, {s.in_flight} running"
-                + (f"; {s.spend}" if s.spend else ""),
+                + (f"; {s.spend}" if s.spend else "")
+                + (f"; [bold red]{s.outage}[/bold red]" if s.outage else ""),
             )
             self.progress.update(
                 self.wall,
@@ -74,7 +75,8 @@ class Dashboard:
                 if s.budget_wall_s
                 else f"{s.elapsed_s:.0f}s (no limit)",
             )
-        table = leaderboard(self.store, self.run_name)
+        run = self.store.get_run(self.run_name)
+        table = leaderboard(self.store, run) if run is not None else Text("")
         self.live.update(
             Group(self.progress, table, Text("recent events", style="bold"), *self.events)
         )

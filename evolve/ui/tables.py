@@ -9,40 +9,56 @@ from rich.text import Text
 
 from evolve.champion import flagged, is_flagged
 from evolve.plausibility import flag_reasons
-from evolve.results import OK
+from evolve.search.pareto import pareto_front
 from evolve.store import CandidateRecord, EvaluationRecord, RunRecord, Store
+from evolve.store.evaluations import scoring_evaluation
 
 KEY_METRICS = 4
 FLAGGED_NOTE = (
     "! flagged: a result too good to believe, crowned only when two measurements agree; "
     "evolve show ID says why"
 )
+FRONT_NOTE = "* on the Pareto front: no other program is as good on every objective"
 
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def latest_ok(store: Store, candidate_id: int) -> EvaluationRecord | None:
-    return _last_ok(store.evaluations(candidate_id))
+def scored_by(store: Store, candidate_id: int) -> EvaluationRecord | None:
+    """The evaluation that gave the candidate its score, whose metrics are shown beside it."""
+    return scoring_evaluation(store.evaluations(candidate_id))
 
 
-def _last_ok(evaluations: list[EvaluationRecord]) -> EvaluationRecord | None:
-    passed = [e for e in evaluations if e.status == OK]
-    return passed[-1] if passed else None
+def front(store: Store, run: RunRecord) -> set[int]:
+    """The run's Pareto front over its objectives, when it has two or more; the objectives
+    are the ones the run was started with (kept in its settings)."""
+    objectives = run.settings.get("objectives") or []
+    if len(objectives) < 2:
+        return set()
+    names = [name for name, _ in objectives]
+    points = {
+        candidate_id: [metrics[name] for name in names]
+        for candidate_id, metrics in store.scoring_metrics(run.name).items()
+        if all(isinstance(metrics.get(name), int | float) for name in names)
+    }
+    return pareto_front(points, [direction for _, direction in objectives])
 
 
-def leaderboard(store: Store, run_name: str, limit: int = 10) -> Table:
+def leaderboard(store: Store, run: RunRecord, limit: int = 10) -> Table:
+    run_name = run.name
     top = store.top(run_name, limit)
     evaluations = {c.id: store.evaluations(c.id) for c in top}
-    metrics = {c.id: _last_ok(evaluations[c.id]) for c in top}
+    metrics = {c.id: scoring_evaluation(evaluations[c.id]) for c in top}
     suspects = {c.id for c in top if is_flagged(evaluations[c.id])}
+    on_front = front(store, run)
     names: list[str] = []
     for evaluation in metrics.values():
         for name in evaluation.metrics if evaluation else ():
             if name not in names and len(names) < KEY_METRICS:
                 names.append(name)
-    caption = FLAGGED_NOTE if suspects else None
+    notes = [FLAGGED_NOTE] * bool(suspects) + [FRONT_NOTE] * bool(on_front)
+    caption = "\n".join(notes) or None
     table = Table(title=f"top {limit} of {run_name}", caption=caption, expand=False)
     for column in ["rank", "id", "score", *names, "island", "gen", "parent", "measured"]:
         table.add_column(column, justify="right")
@@ -51,7 +67,9 @@ def leaderboard(store: Store, run_name: str, limit: int = 10) -> Table:
         values = [_fmt(evaluation.metrics.get(n)) if evaluation else "-" for n in names]
         table.add_row(
             str(rank),
-            f"#{candidate.id}!" if candidate.id in suspects else f"#{candidate.id}",
+            f"#{candidate.id}"
+            + "!" * (candidate.id in suspects)
+            + "*" * (candidate.id in on_front),
             _fmt(candidate.score),
             *values,
             str(candidate.island),
@@ -67,6 +85,10 @@ def run_summary(store: Store, run: RunRecord) -> str:
     counts = store.status_counts(run.name)
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     line = f"run {run.name} ({run.status}): {summary}"
+    outcomes = store.proposal_outcomes(run.name)
+    if outcomes:
+        ended = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
+        line += f"\nproposals: {sum(outcomes.values())} ({ended})"
     seed = store.seed_candidate(run.name)
     if run.status == "failed" and seed is not None and seed.status == "pending":
         line += (
@@ -100,6 +122,8 @@ def made_by(candidate: CandidateRecord) -> str:
             for where, pair in changes.items()
         )
         words.append(f"changing {moved}")
+    if mutation.get("summary"):
+        words.append(str(mutation["summary"]))
     if mutation.get("repaired"):
         words.append("after one repaired reply")
     if mutation.get("turns"):
@@ -121,16 +145,20 @@ def _language(path: str) -> str:
 
 
 def candidate_view(store: Store, candidate: CandidateRecord) -> RenderableType:
+    run = store.get_run(candidate.run_name)
+    on_front = run is not None and candidate.id in front(store, run)
     parts: list[RenderableType] = [
         Text(
             f"candidate #{candidate.id}  run {candidate.run_name}  status {candidate.status}  "
             f"score {_fmt(candidate.score)}  measurements {candidate.measurements}  "
-            f"island {candidate.island}  generation {candidate.generation}",
+            f"island {candidate.island}  generation {candidate.generation}"
+            + ("  on the Pareto front" if on_front else ""),
             style="bold",
         ),
         Text(f"made by: {made_by(candidate)}"),
     ]
     evaluations = store.evaluations(candidate.id)
+    scoring = scoring_evaluation(evaluations)
     flags = [
         f"FLAGGED in evaluation {e.id} ({e.kind}): {reason}"
         for e in evaluations
@@ -145,7 +173,9 @@ def candidate_view(store: Store, candidate: CandidateRecord) -> RenderableType:
             Syntax(text, _language(path), line_numbers=True),
         ]
     for evaluation in evaluations:
-        table = Table(title=f"evaluation {evaluation.id} ({evaluation.kind}): {evaluation.status}")
+        gives = ", gives the score" if scoring is not None and evaluation.id == scoring.id else ""
+        title = f"evaluation {evaluation.id} ({evaluation.kind}): {evaluation.status}{gives}"
+        table = Table(title=title)
         table.add_column("metric")
         table.add_column("value", justify="right")
         table.add_column("source")

@@ -10,6 +10,9 @@ consumes the next step of one shared script, so a test reads like the conversati
 
 A step may also be a function of the request body that returns a step, for a "model" that
 answers what it was shown. When the script runs out, the `default` step answers, or a 500.
+
+A reply's `cached_tokens` and `cache_write_tokens` are reported in each API's own usage shape:
+OpenAI counts cached tokens inside `prompt_tokens`, Anthropic's `input_tokens` leaves both out.
 """
 
 from __future__ import annotations
@@ -41,12 +44,15 @@ _ANTHROPIC_ERROR_TYPES = {
 
 @dataclass(frozen=True)
 class Reply:
-    """The model answers with text; `truncated` means it stopped at max_tokens."""
+    """The model answers with text; `truncated` means it stopped at max_tokens. The token
+    counts are the call's: `input_tokens` is all of its input, cached and written included."""
 
     text: str
     input_tokens: int = 10
     output_tokens: int = 10
     truncated: bool = False
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,8 @@ class ToolCall:
     text: str | None = None
     input_tokens: int = 10
     output_tokens: int = 10
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,8 @@ class Empty:
 
     input_tokens: int = 10
     output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -106,7 +116,10 @@ class Request:
 def prompt_text(body: Mapping[str, Any]) -> str:
     """Every piece of text in a request (system prompt, messages and tool results) in order, in
     either API's shape: what a scripted "model" reads to compute its answer."""
-    texts = [body["system"]] if isinstance(body.get("system"), str) else []
+    system = body.get("system")
+    texts = [system] if isinstance(system, str) else []
+    if isinstance(system, list):  # Anthropic's block form, as prompt caching sends it
+        texts += [block["text"] for block in system if block.get("type") == "text"]
     for message in body.get("messages", []):
         content = message.get("content")
         if isinstance(content, str):
@@ -279,6 +292,7 @@ def _openai_reply(answer: Reply | ToolCall | Empty, model: str, number: int) -> 
             "prompt_tokens": answer.input_tokens,
             "completion_tokens": answer.output_tokens,
             "total_tokens": answer.input_tokens + answer.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": answer.cached_tokens},
         },
     }
 
@@ -309,7 +323,12 @@ def _anthropic_reply(answer: Reply | ToolCall | Empty, model: str, number: int) 
         "content": content,
         "stop_reason": stop,
         "stop_sequence": None,
-        "usage": {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens},
+        "usage": {
+            "input_tokens": answer.input_tokens - answer.cached_tokens - answer.cache_write_tokens,
+            "output_tokens": answer.output_tokens,
+            "cache_read_input_tokens": answer.cached_tokens,
+            "cache_creation_input_tokens": answer.cache_write_tokens,
+        },
     }
 
 

@@ -1,0 +1,29 @@
+"""What the bench scripts print about where they ran: the CPU, its cores and its load,
+since every figure they report depends on the machine."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+
+def say(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def cpu_model() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown CPU"
+    found = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
+    return found[1].strip() if found else "unknown CPU"
+
+
+def machine() -> str:
+    return f"{cpu_model()}, {os.cpu_count()} cores"
+
+
+def load_average() -> str:
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())

@@ -1,0 +1,592 @@
+"""Which search strategy gets the most out of a fixed number of proposals: `islands`,
+`map_elites` and `pareto`, each with the novelty filter off and on, on landscapes built to
+mislead a search that follows the score.
+
+No model, Ray or store is involved: the real strategy objects (evolve.search.make_strategy)
+and the real NoveltyIndex are driven in-process. One run is N proposals; each proposal:
+
+1. the strategy picks a parent (`pick`);
+2. a scripted stochastic proposer, standing in for a model, writes a child: a real Program
+   whose EVOLVE-BLOCK holds `@knob` values, so the novelty filter sees code, not numbers;
+3. a child whose code_hash was already evaluated is a duplicate: the store would not
+   evaluate it again, with or without novelty, so it is free in both arms;
+4. with novelty on, a child the index finds too similar to an evaluated one is rejected:
+   an evaluation saved. The rejection is also sorted by whether its knob values equal its
+   nearest neighbour's (the same behaviour: truly nothing lost) or not (a real change that
+   the filter threw away);
+5. otherwise the landscape gives its metrics, evolve.scoring.score gives its score, and the
+   strategy gets `Scored(...)`; migrations run as the engine runs them.
+
+The proposer, per proposal (shares of proposals):
+- 50% tune: 1-2 knobs moved as the autotuner moves them (evolve.mutators.autotuner's
+  mutate_value: a log-normal step of sigma 0.25 for a float, an octave or a jump for a
+  pow2, another option for a choice); floats are written to 3 decimals, as a model writes;
+- 15% crossover with `strategy.partner`: each knob from either parent (a tune when there
+  is no partner);
+- 15% cosmetic: the parent's values with a one-line comment added, changed or dropped, as
+  a reply that only "explains" or tidies;
+- 15% repeat: one of the last 5 children proposed from this parent again, half of them
+  with a cosmetic change (a tune when there are none): a model that forgets what it tried;
+- 5% rewrite: every knob drawn afresh over its range, a bold new idea.
+
+Landscapes (four float knobs X0..X3 in [0, 1]; the seed has all four at 0.15):
+- trap, on X0 and X1 (X2 and X3 do nothing, as many edits a model makes do nothing): a
+  broad hill of height 0.6 (sigma 0.3) at (0.25, 0.25) beside the seed and a narrow peak
+  of 1.0 (sigma 0.1) at (0.8, 0.8); between them fitness is ~0, so every step from the
+  hill towards the peak scores worse. Second objective `cost` = mean(X0, X1), minimised
+  (weight 0.1): it points back into the trap, so a Pareto front gets no help from it.
+- needle, on all four, separable: per knob a hill of 0.6 (sigma 0.1) at 0.3 and a needle
+  of 1.0 (sigma 0.04) at 0.85 behind a valley of ~0 around 0.6; fitness is the mean over
+  knobs (0.6 on the hills, +0.1 for each knob on its needle). Second objective `reach` =
+  mean(x), maximised (weight 0.1): it rewards walking through the valley, the case where a
+  second objective should help a front.
+- matmul_c: the real task's knobs (cflags, three pow2 tiles, loop order), scored from a
+  table measured once with the real c_kernel evaluator (bench/data/matmul_c_landscape.json,
+  written by --measure-matmul: the seed's setting and MATMUL_PER_COMBO random tilings for
+  each of the 36 (cflags, loop order) pairs, at n = 256 with MATMUL_PARAMS). A child takes
+  the metrics of the measured setting with its cflags and loop order that is nearest in
+  log2 tile sizes (L1; ties to the first measured). Objectives as in the task.yaml:
+  `speedup` (timed in pairs with the seed, so the table holds up on a loaded machine),
+  maximised, and `code_bytes` (the object's machine code), minimised with weight 1e-4.
+MAP-Elites cells: the synthetic landscapes by their mean metric (10 bins) and `spread`, the
+max - min of the knobs that matter (4 bins); matmul_c by code_bytes (8 bins over the
+measured range) and code_length (4 bins). Otherwise every strategy has the task defaults
+(3 islands, migration every 25 evaluations, pressure 1.5, 10% exploration). The novelty
+threshold is per landscape (NOVELTY): 0.9 on the synthetic ones, where a one-number edit of
+the 13-token block scores below 0.8; 1.0, the most lenient, on matmul_c, whose 500-token
+block makes a one-knob edit ~0.98 similar, which 64 MinHash permutations often read as 1.0.
+
+Reported per configuration, over seeds 0..S-1 (the arms of one seed start alike): the
+median and min-max of the best primary metric (fitness, or speedup) among the evaluated
+programs after N proposals; how many runs reached the landscape's goal (past the hills'
+0.6, or a speedup in the top 2% of the measured settings); the median number of
+evaluations, of exact duplicates (free in both arms) and of proposals the novelty filter
+rejected, with the share of those whose knob values equalled their nearest neighbour's.
+About 2 minutes on 2 cores for the defaults; --measure-matmul adds about 6 (217
+evaluations).
+Run: `.venv/bin/python bench/search.py [--seeds 20] [--proposals 200] [--measure-matmul]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import random
+import re
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from machine import machine, say  # bench/machine.py, beside this script
+
+from evaluators.c_kernel import CKernelEvaluator
+from evolve.knobs import Knob, Value, find_knobs, set_knobs
+from evolve.mutators.autotuner import mutate_value
+from evolve.program import Program
+from evolve.sandbox import open_sandbox
+from evolve.scoring import score
+from evolve.search import Pick, Scored, make_strategy
+from evolve.search.novelty import NoveltyIndex
+from evolve.task import FeatureSpec, Objective, SearchSpec
+from evolve.taskfile import load_task
+
+ROOT = Path(__file__).resolve().parents[1]
+MATMUL_TABLE = ROOT / "bench" / "data" / "matmul_c_landscape.json"
+MATMUL_TASK = ROOT / "tasks" / "matmul_c" / "task.yaml"
+STRATEGIES = ("islands", "map_elites", "pareto")
+NOVELTY = {"trap": 0.9, "needle": 0.9, "matmul_c": 1.0}
+
+# The proposer's operators and their shares of proposals (see the docstring).
+OPERATORS = {"tune": 0.50, "crossover": 0.15, "cosmetic": 0.15, "repeat": 0.15, "rewrite": 0.05}
+FLOAT_SIGMA = 0.25
+RECENT = 5  # children per parent the proposer may repeat
+NOTES = (
+    "keep the working set small",
+    "same values, clearer comment",
+    "try the previous setting again",
+    "this should vectorise better",
+    "small cleanup, no change in behaviour",
+    "explain the parameter choice",
+)
+
+# How matmul_c's landscape is measured: the task's evaluator at n = 256 (an eighth of the
+# task's flops), unsanitized, counters off.
+MATMUL_PARAMS: dict[str, Any] = {
+    "sizes": {"n": 256},
+    "counters": "never",
+    "sanitize": False,
+    "reps": 5,
+}
+MATMUL_PER_COMBO = 6  # tile settings measured per (cflags, loop order)
+MATMUL_METRICS = ("speedup", "code_bytes", "gflops", "time_s")  # kept in the table
+
+POINT = '''"""A point in [0, 1]^4 for bench/search.py's synthetic landscapes."""
+
+# EVOLVE-BLOCK-START
+X0 = 0.15  # @knob float 0..1
+X1 = 0.15  # @knob float 0..1
+X2 = 0.15  # @knob float 0..1
+X3 = 0.15  # @knob float 0..1
+# EVOLVE-BLOCK-END
+'''
+
+Metrics = dict[str, float]
+
+
+# -- knobs by name -------------------------------------------------------------------------
+
+
+def knob_name(program: Program, knob: Knob) -> str:
+    """The name a reader knows a knob by: `cflags`, the #define's, or the assigned name."""
+    line = program.files[knob.file].splitlines()[knob.line]
+    if "cflags:" in line:
+        return "cflags"
+    named = re.match(r"\s*(?:#define\s+)?(\w+)", line)
+    return named[1] if named else knob.label
+
+
+def values_of(program: Program) -> dict[str, Value]:
+    return {knob_name(program, k): k.value for k in find_knobs(program)}
+
+
+def with_values(program: Program, values: Mapping[str, Value]) -> Program:
+    knobs = find_knobs(program)
+    index = {knob_name(program, k): i for i, k in enumerate(knobs)}
+    return set_knobs(program, knobs, {index[name]: value for name, value in values.items()})
+
+
+# -- landscapes ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Landscape:
+    name: str
+    seed: Program
+    objectives: tuple[Objective, ...]
+    features: tuple[FeatureSpec, ...]
+    primary: str  # the metric whose best is reported
+    goal: float  # a run whose best reaches this got past the deception
+    measure: Callable[[Mapping[str, Value]], Metrics | None]  # None: the child failed
+
+
+def _point(values: Mapping[str, Value], dims: int = 4) -> list[float]:
+    return [float(values[f"X{i}"]) for i in range(dims)]
+
+
+def _bump(x: Sequence[float], centre: float, sigma: float) -> float:
+    return math.exp(-sum((v - centre) ** 2 for v in x) / (2 * sigma**2))
+
+
+def trap_metrics(values: Mapping[str, Value]) -> Metrics:
+    x = _point(values, dims=2)
+    fitness = max(0.6 * _bump(x, 0.25, 0.3), _bump(x, 0.8, 0.1))
+    return {"fitness": fitness, "cost": statistics.fmean(x), "spread": max(x) - min(x)}
+
+
+def needle_metrics(values: Mapping[str, Value]) -> Metrics:
+    x = _point(values)
+    fitness = statistics.fmean(0.6 * _bump([v], 0.3, 0.1) + _bump([v], 0.85, 0.04) for v in x)
+    return {"fitness": fitness, "reach": statistics.fmean(x), "spread": max(x) - min(x)}
+
+
+def synthetic(name: str) -> Landscape:
+    mean = "cost" if name == "trap" else "reach"
+    direction = "minimize" if name == "trap" else "maximize"
+    return Landscape(
+        name=name,
+        seed=Program({"point.py": POINT}),
+        objectives=(
+            Objective(name="fitness", direction="maximize"),
+            Objective(name=mean, direction=direction, weight=0.1),
+        ),
+        features=(
+            FeatureSpec(name=mean, min=0, max=1, bins=10),
+            FeatureSpec(name="spread", min=0, max=1, bins=4),
+        ),
+        primary="fitness",
+        goal=0.65,  # past the hills' 0.6: the peak's slope, or a needle
+        measure=trap_metrics if name == "trap" else needle_metrics,
+    )
+
+
+class MatmulTable:
+    """The measured matmul_c settings, looked up by cflags and loop order, then by the
+    nearest tiles in octaves."""
+
+    TILES = ("TILE_I", "TILE_J", "TILE_K")
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.data = data
+        self.by_kind: dict[tuple[str, str], list[tuple[list[float], Metrics | None]]] = {}
+        for point in data["points"]:
+            settings = point["settings"]
+            key = (settings["cflags"], settings["LOOP_ORDER"])
+            octaves = [math.log2(settings[t]) for t in self.TILES]
+            self.by_kind.setdefault(key, []).append((octaves, point["metrics"]))
+
+    def passed(self) -> list[Metrics]:
+        """The metrics of every measured setting that passed the evaluator."""
+        return [m for rows in self.by_kind.values() for _, m in rows if m is not None]
+
+    def measure(self, values: Mapping[str, Value]) -> Metrics | None:
+        key = (str(values["cflags"]), str(values["LOOP_ORDER"]))
+        if key not in self.by_kind:
+            raise SystemExit(f"{MATMUL_TABLE} has no setting with {key}: run --measure-matmul")
+        octaves = [math.log2(float(values[t])) for t in self.TILES]
+        _, metrics = min(
+            self.by_kind[key],
+            key=lambda row: sum(abs(a - b) for a, b in zip(row[0], octaves, strict=True)),
+        )
+        return metrics
+
+
+def matmul_landscape(table: MatmulTable) -> Landscape:
+    seed = load_task(MATMUL_TASK).seed
+    sizes = [m["code_bytes"] for m in table.passed()]
+    length = seed.code_length
+    return Landscape(
+        name="matmul_c",
+        seed=seed,
+        objectives=(
+            Objective(name="speedup", direction="maximize"),
+            Objective(name="code_bytes", direction="minimize", weight=1e-4),
+        ),
+        features=(
+            FeatureSpec(name="code_bytes", min=min(sizes), max=max(sizes), bins=8),
+            FeatureSpec(name="code_length", min=length - 20, max=length + 60, bins=4),
+        ),
+        primary="speedup",
+        # a top-2% setting: one lucky timing in the table does not set the bar alone
+        goal=statistics.quantiles([m["speedup"] for m in table.passed()], n=50)[-1],
+        measure=table.measure,
+    )
+
+
+# -- the scripted proposer -----------------------------------------------------------------
+
+
+def comment_prefix(path: str) -> str:
+    return "#" if path.endswith(".py") else "//"
+
+
+def with_note(program: Program, note: str | None) -> Program:
+    """The program with its proposer's note (one comment line opening its first block)
+    set to `note`, or dropped when None."""
+    path = program.main_file
+    prefix = f"{comment_prefix(path)} note:"
+    lines = program.files[path].splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if "EVOLVE-BLOCK-START" in line)
+    if lines[start + 1].startswith(prefix):
+        del lines[start + 1]
+    if note is not None:
+        lines.insert(start + 1, f"{prefix} {note}\n")
+    return program.replace({**program.files, path: "".join(lines)})
+
+
+def fresh_value(knob: Knob, rng: random.Random) -> Value:
+    """A value drawn over the knob's whole range, as a rewrite would choose it."""
+    if knob.kind == "choice":
+        return rng.choice(knob.options)
+    if knob.kind == "pow2":
+        return 2 ** rng.randint(int(knob.low).bit_length() - 1, int(knob.high).bit_length() - 1)
+    if knob.kind == "int":
+        return rng.randint(int(knob.low), int(knob.high))
+    return rng.uniform(knob.low, knob.high)
+
+
+def written(knob: Knob, value: Value) -> Value:
+    return round(float(value), 3) if knob.kind == "float" else value
+
+
+class Proposer:
+    """A model stand-in: mostly small edits of the parent, some crossovers, and a share of
+    replies that change nothing that runs (see the docstring for the mix)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.sent: dict[int, deque[Program]] = {}
+
+    def propose(
+        self, parent_id: int, parent: Program, partner: Callable[[], Program | None]
+    ) -> Program:
+        rng = self.rng
+        operator = rng.choices(list(OPERATORS), weights=list(OPERATORS.values()))[0]
+        child: Program | None = None
+        if operator == "repeat" and self.sent.get(parent_id):
+            child = rng.choice(self.sent[parent_id])
+            if rng.random() < 0.5:
+                child = self.cosmetic(child)
+        elif operator == "crossover":
+            other = partner()
+            if other is not None:
+                child = self.crossover(parent, other)
+        elif operator == "cosmetic":
+            child = self.cosmetic(parent)
+        elif operator == "rewrite":
+            knobs = find_knobs(parent)
+            fresh = {i: written(k, fresh_value(k, rng)) for i, k in enumerate(knobs)}
+            child = set_knobs(parent, knobs, fresh)
+        if child is None:  # a tune, or an operator that had nothing to work with
+            child = self.tune(parent)
+        self.sent.setdefault(parent_id, deque(maxlen=RECENT)).append(child)
+        return child
+
+    def tune(self, parent: Program) -> Program:
+        knobs = find_knobs(parent)
+        moved = self.rng.sample(range(len(knobs)), self.rng.randint(1, min(2, len(knobs))))
+        values = {
+            i: written(knobs[i], mutate_value(knobs[i], self.rng, FLOAT_SIGMA)) for i in moved
+        }
+        return set_knobs(parent, knobs, values)
+
+    def crossover(self, parent: Program, other: Program) -> Program:
+        knobs, theirs = find_knobs(parent), find_knobs(other)
+        values = {i: theirs[i].value for i in range(len(knobs)) if self.rng.random() < 0.5}
+        return set_knobs(parent, knobs, values)
+
+    def cosmetic(self, program: Program) -> Program:
+        if self.rng.random() < 0.2:
+            return with_note(program, None)
+        return with_note(program, self.rng.choice(NOTES))
+
+
+# -- one run -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    best: float
+    evaluations: int
+    duplicates: int
+    saved: int  # rejected by the novelty filter, so never evaluated
+    saved_same: int  # of those, children with their nearest neighbour's knob values
+
+
+def run_once(
+    landscape: Landscape, strategy_name: str, novelty: bool, seed: int, proposals: int
+) -> Outcome:
+    rng = random.Random(f"{landscape.name}:{seed}")  # the arms share their start
+    spec = SearchSpec(
+        strategy=strategy_name,
+        features=list(landscape.features) if strategy_name == "map_elites" else [],
+        novelty_threshold=NOVELTY[landscape.name] if novelty else None,
+    )
+    strategy = make_strategy(spec, landscape.objectives, seed_id=0)
+    index = NoveltyIndex(NOVELTY[landscape.name]) if novelty else None
+    programs: dict[int, Program] = {}
+    seen: set[str] = set()
+    best = -math.inf
+    evaluated = 0
+
+    def evaluate(program: Program, island: int) -> None:
+        nonlocal best
+        candidate_id = len(programs)
+        programs[candidate_id] = program
+        seen.add(program.code_hash)
+        if index is not None:
+            index.add(candidate_id, program)
+        metrics = landscape.measure(values_of(program))
+        value = None if metrics is None else score(metrics, landscape.objectives)
+        if metrics is None or value is None:
+            return
+        best = max(best, metrics[landscape.primary])
+        strategy.add(Scored(candidate_id, island, value, metrics, program.code_length))
+
+    evaluate(landscape.seed, 0)
+    proposer = Proposer(rng)
+    duplicates = saved = saved_same = 0
+    for _ in range(proposals):
+        pick = strategy.pick(rng)
+        if pick is None:
+            raise RuntimeError(f"{strategy_name} has no parent on {landscape.name}")
+
+        def partner(pick: Pick = pick) -> Program | None:
+            other = strategy.partner(pick, rng)
+            return None if other is None else programs[other]
+
+        child = proposer.propose(pick.parent_id, programs[pick.parent_id], partner)
+        if child.code_hash in seen:
+            duplicates += 1
+            continue
+        hit = index.too_similar(child) if index is not None else None
+        if hit is not None:
+            saved += 1
+            saved_same += values_of(child) == values_of(programs[hit[0]])
+            continue
+        evaluate(child, pick.island)
+        evaluated += 1
+        strategy.migrations_due(evaluated)
+    return Outcome(best, evaluated, duplicates, saved, saved_same)
+
+
+# -- the report ----------------------------------------------------------------------------
+
+
+def spread(values: Sequence[float], digits: int) -> str:
+    return (
+        f"{statistics.median(values):.{digits}f} "
+        f"({min(values):.{digits}f}-{max(values):.{digits}f})"
+    )
+
+
+HEADER = (
+    "| landscape | strategy | novelty | best after N: median (min-max) | runs reaching goal "
+    "| evaluations | exact duplicates | rejected as too similar: median (min-max) "
+    "| rejected with the same knobs |"
+)
+
+
+def row(landscape: Landscape, strategy: str, novelty: bool, outcomes: list[Outcome]) -> str:
+    digits = 2 if landscape.primary == "speedup" else 3
+    median = statistics.median
+    reached = sum(o.best >= landscape.goal for o in outcomes)
+    saved = same = "-"
+    if novelty:
+        total = sum(o.saved for o in outcomes)
+        saved = spread([o.saved for o in outcomes], 0)
+        same = f"{sum(o.saved_same for o in outcomes) / total:.0%}" if total else "-"
+    return (
+        f"| {landscape.name} | {strategy} | {'on' if novelty else 'off'} | "
+        f"{spread([o.best for o in outcomes], digits)} | {reached}/{len(outcomes)} | "
+        f"{median(o.evaluations for o in outcomes):.0f} | "
+        f"{median(o.duplicates for o in outcomes):.0f} | {saved} | {same} |"
+    )
+
+
+def bench(landscapes: list[Landscape], seeds: int, proposals: int) -> list[str]:
+    rows = []
+    for landscape in landscapes:
+        for strategy in STRATEGIES:
+            for novelty in (False, True):
+                started = time.perf_counter()
+                outcomes = [
+                    run_once(landscape, strategy, novelty, seed, proposals) for seed in range(seeds)
+                ]
+                rows.append(row(landscape, strategy, novelty, outcomes))
+                say(f"  {rows[-1]}  [{time.perf_counter() - started:.1f} s]")
+    return rows
+
+
+# -- measuring matmul_c --------------------------------------------------------------------
+
+
+def matmul_settings(seed: Program, rng: random.Random) -> list[dict[str, Value]]:
+    """The seed's own setting, then MATMUL_PER_COMBO distinct random tilings for every
+    (cflags, loop order): every child's cflags and loop order are measured, its tiles
+    approximated."""
+    knobs = {knob_name(seed, k): k for k in find_knobs(seed)}
+    settings = [values_of(seed)]
+    for cflags in knobs["cflags"].options:
+        for order in knobs["LOOP_ORDER"].options:
+            tilings: set[tuple[int, ...]] = set()
+            while len(tilings) < MATMUL_PER_COMBO:
+                tilings.add(tuple(int(fresh_value(knobs[t], rng)) for t in MatmulTable.TILES))
+            for tiles in sorted(tilings):
+                settings.append(
+                    {
+                        "cflags": cflags,
+                        "LOOP_ORDER": order,
+                        **dict(zip(MatmulTable.TILES, tiles, strict=True)),
+                    }
+                )
+    return settings
+
+
+def measure_matmul(backend: str) -> None:
+    task = load_task(MATMUL_TASK)
+    settings = matmul_settings(task.seed, random.Random(20261125))
+    say(f"measuring {len(settings)} matmul_c settings with c_kernel ({backend} sandbox, "
+        f"{MATMUL_PARAMS})")  # fmt: skip
+    evaluator = CKernelEvaluator({**task.spec.evaluator.params, **MATMUL_PARAMS}, task.root)
+    evaluator.limits = task.spec.sandbox.limits()
+    sandbox = open_sandbox(backend)
+    points = []
+    started = time.perf_counter()
+    try:
+        evaluator.prepare(task.seed, sandbox, task.root)
+        for number, values in enumerate(settings, start=1):
+            program = with_values(task.seed, values)
+            result = evaluator.evaluate(program, sandbox, seed=number)
+            metrics = None
+            if result.ok:
+                metrics = {k: result.metrics[k] for k in MATMUL_METRICS}
+            points.append({"settings": values, "status": result.status, "metrics": metrics})
+            if number % 25 == 0 or not result.ok:
+                say(f"  {number}/{len(settings)} [{time.perf_counter() - started:.0f} s] "
+                    f"{values}: {result.status} {metrics}")  # fmt: skip
+    finally:
+        sandbox.close()
+    data = {
+        "measured": datetime.datetime.now().astimezone().isoformat(timespec="minutes"),
+        "machine": machine(),
+        "how": f"bench/search.py --measure-matmul, c_kernel on tasks/matmul_c, {backend} "
+        "sandbox, these params over the task's",
+        "params": MATMUL_PARAMS,
+        "points": points,
+    }
+    MATMUL_TABLE.parent.mkdir(parents=True, exist_ok=True)
+    MATMUL_TABLE.write_text(json.dumps(data, indent=1) + "\n")
+    failed = sum(p["metrics"] is None for p in points)
+    say(f"wrote {MATMUL_TABLE.relative_to(ROOT)}: {len(points)} settings, {failed} failed, "
+        f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+
+
+# -- main ----------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seeds", type=int, default=20, help="runs per configuration")
+    parser.add_argument("--proposals", type=int, default=200, help="proposals per run")
+    parser.add_argument(
+        "--measure-matmul", action="store_true", help=f"measure {MATMUL_TABLE.name} anew first"
+    )
+    parser.add_argument(
+        "--backend", choices=("docker", "process"), default="process", help="for --measure-matmul"
+    )
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    now = datetime.datetime.now().astimezone()
+    say(f"bench/search.py, {now:%Y-%m-%d %H:%M %Z}; machine: {machine()}")
+    if args.measure_matmul:
+        measure_matmul(args.backend)
+    table = MatmulTable(json.loads(MATMUL_TABLE.read_text()))
+    landscapes = [synthetic("trap"), synthetic("needle"), matmul_landscape(table)]
+    say(
+        f"settings: {args.seeds} seeds x {args.proposals} proposals per configuration; "
+        f"proposer shares {OPERATORS}; novelty thresholds {NOVELTY}"
+    )
+    say(
+        f"matmul_c scores are looked up in a measured table, not evaluated: "
+        f"{MATMUL_TABLE.relative_to(ROOT)}, measured {table.data['measured']} on "
+        f"{table.data['machine']} ({len(table.data['points'])} settings, "
+        f"params {table.data['params']})"
+    )
+    say()
+    rows = bench(landscapes, args.seeds, args.proposals)
+    say()
+    say(
+        f"{args.seeds} seeds x {args.proposals} proposals, {now:%Y-%m-%d}, {machine()}. "
+        "Best = fitness on the synthetic landscapes; on matmul_c, the speedup over the seed "
+        f"looked up in a table measured on {table.data['machine']} "
+        f"({table.data['measured'][:10]}), not evaluated."
+    )
+    say()
+    say(HEADER)
+    say("|---" * (HEADER.count("|") - 1) + "|")
+    for line in rows:
+        say(line)
+    minutes, seconds = divmod(time.perf_counter() - started, 60)
+    say()
+    say(f"wall time {int(minutes)} min {seconds:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""What a proposal is shown beyond its parent: inspirations, the parent's past attempts,
+the run's digest, and how many tokens it may spend.
+
+Model calls are what a user pays for, so each prompt carries what the run has learnt: the
+island's best and programs unlike the parent (chosen by code distance, never by chance),
+what was already tried on this parent and how it ended, and a digest of what has worked,
+refreshed every `search.digest_every` candidates from the store.
+"""
+
+from __future__ import annotations
+
+from evolve.budgets import Budgets
+from evolve.candidate_cache import CandidateCache
+from evolve.digest import run_digest
+from evolve.mutators import Parent
+from evolve.mutators.base import PastAttempt
+from evolve.search.novelty import NoveltyIndex
+from evolve.search.strategy import Pick, SearchStrategy
+from evolve.store import CandidateRecord, ProposalRecord, Store
+from evolve.store.evaluations import scoring_evaluation
+from evolve.task import TaskSpec
+
+ELITE_POOL = 24  # of the island's best, where diverse inspirations are drawn from
+
+
+class Briefing:
+    def __init__(
+        self,
+        spec: TaskSpec,
+        store: Store,
+        run_name: str,
+        *,
+        strategy: SearchStrategy,
+        candidates: CandidateCache,
+        novelty: NoveltyIndex,
+        budgets: Budgets,
+    ) -> None:
+        self.spec, self.store, self.run_name = spec, store, run_name
+        self.strategy, self.candidates, self.novelty = strategy, candidates, novelty
+        self.budgets = budgets
+        self.digest = ""
+        self.digested_at = -1  # candidates in the run when the digest was last written
+
+    def others(self, pick: Pick, partner_id: int | None) -> tuple[Parent, ...]:
+        """The partner first (crossover's second parent), then up to `search.inspirations`
+        programs: the island's best, and the rest as far in code from the parent and from
+        each other as the island's elites allow."""
+        wanted = self.spec.search.inspirations
+        taken = [] if partner_id is None else [partner_id]
+        pool = [
+            i
+            for i in self.strategy.elites(pick.island, ELITE_POOL)
+            if i not in (pick.parent_id, partner_id)
+        ]
+        if wanted and pool:
+            taken.append(pool[0])
+            rest = [i for i in pool[1:] if i not in taken]
+            taken += self.novelty.diverse(rest, wanted - 1, pick.parent_id) if wanted > 1 else []
+        return tuple(self.parent(self.candidates.get(i)) for i in taken)
+
+    def attempts(self, parent_id: int) -> tuple[PastAttempt, ...]:
+        limit = self.spec.search.history
+        if not limit:
+            return ()
+        return tuple(_attempt(p) for p in self.store.recent_attempts(parent_id, limit))
+
+    def run_digest(self, added: int) -> str:
+        """The digest, rewritten once `search.digest_every` candidates have been added."""
+        if self.digested_at < 0 or added - self.digested_at >= self.spec.search.digest_every:
+            self.digest = run_digest(self.store, self.run_name)
+            self.digested_at = added
+        return self.digest
+
+    def token_cap(self, in_flight: int) -> int | None:
+        """What one more model proposal may spend in tokens, so that the proposals in
+        flight together fit what is left of the token and USD budgets."""
+        return self.budgets.tokens_left_each(in_flight + 1)
+
+    def parent(self, candidate: CandidateRecord) -> Parent:
+        """A program as mutators see it; a model also gets the metrics and feedback of the
+        evaluation that gave its score, so the score and the numbers beside it agree."""
+        if self.spec.llm is None:
+            return Parent(candidate.id, candidate.program, candidate.score)
+        evaluations = self.store.evaluations(candidate.id)
+        shown = scoring_evaluation(evaluations) or (evaluations[-1] if evaluations else None)
+        if shown is None:
+            return Parent(candidate.id, candidate.program, candidate.score)
+        return Parent(
+            candidate.id, candidate.program, candidate.score, shown.metrics, shown.feedback
+        )
+
+
+def _attempt(proposal: ProposalRecord) -> PastAttempt:
+    outcome = proposal.outcome or "in_flight"
+    if outcome == "candidate":
+        outcome = proposal.child_status or "pending"
+    elif outcome == "too_similar" and proposal.nearest_id is not None:
+        outcome = f"too_similar to #{proposal.nearest_id}"
+    elif outcome == "duplicate" and proposal.nearest_id is not None:
+        outcome = f"duplicate of #{proposal.nearest_id}"
+    return PastAttempt(
+        operator=proposal.operator,
+        outcome=outcome,
+        summary=proposal.summary or _first_line(proposal.detail),
+        child_id=proposal.candidate_id,
+        score=proposal.child_score,
+    )
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:160]

@@ -1,0 +1,185 @@
+"""One backoff per provider for the whole run, so that a 429 storm costs a probe now and then
+instead of every worker's retries.
+
+A provider that answers 429 or 5xx (or cannot be reached) opens its circuit: every worker
+then waits instead of asking. The wait honours Retry-After, and without one backs off
+exponentially with jitter. When it is over, exactly one request goes through as a probe
+(half-open) while the others keep waiting: its success closes the circuit, its failure
+opens it again for longer.
+
+`Circuit` is the pure state machine (a clock and a random source are injected, for tests);
+`ProviderCircuits` is the Ray actor that holds one per provider for all of a run's workers;
+`Gate` is what a client uses to ask it and tell it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from evolve.llm.config import ModelConfig
+from evolve.llm.records import Status
+
+log = logging.getLogger("evolve.llm.circuit")
+
+State = Literal["closed", "open", "half-open"]
+
+TRIPS: frozenset[Status] = frozenset({"rate_limited", "server_error"})
+BASE_S = 1.0
+CAP_S = 120.0
+# How long the half-open probe may take before another caller gets the slot: a worker
+# killed mid-request never reports, and must not hold every other worker back for good.
+PROBE_LEASE_S = 150.0
+# How often a caller waiting on someone else's probe asks again.
+POLL_S = 1.0
+
+_CAUSES: dict[Status, str] = {"rate_limited": "429s", "server_error": "server errors"}
+
+
+class Circuit:
+    """One provider's circuit. `wait_s` answers a caller about to send a request (0.0: go
+    now); `report` tells it how a request ended."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+        base_s: float = BASE_S,
+        cap_s: float = CAP_S,
+    ) -> None:
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self.base_s, self.cap_s = base_s, cap_s
+        self.state: State = "closed"
+        self.backoffs = 0  # openings since it was last closed; sets the next delay
+        self.cause: Status | None = None
+        self._until = 0.0  # open: when the wait ends; half-open: when the probe's lease ends
+
+    def wait_s(self) -> float:
+        """Seconds to wait before asking again; 0.0 lets the request go, and in half-open
+        hands this caller the one probe."""
+        now = self._clock()
+        if self.state == "closed":
+            return 0.0
+        if now < self._until:
+            return self._until - now if self.state == "open" else min(POLL_S, self._until - now)
+        self.state = "half-open"
+        self._until = now + PROBE_LEASE_S
+        return 0.0
+
+    def report(self, status: Status, retry_after: float | None = None) -> None:
+        """A 429 or 5xx opens the circuit (again, for longer, from half-open); one while it
+        is open (a request sent before it opened) only stretches the wait to its
+        Retry-After. Any other answer from half-open closes it. A timeout says nothing
+        about the provider: it frees the probe slot for the next caller."""
+        now = self._clock()
+        if status in TRIPS:
+            self.cause = status
+            if self.state == "open":
+                self._until = max(self._until, now + self._capped(retry_after or 0.0))
+            else:
+                self.backoffs += 1
+                self.state = "open"
+                self._until = now + self._delay(retry_after)
+        elif self.state == "half-open":
+            if status == "timeout":
+                self._until = now
+            else:
+                self.state, self.backoffs, self.cause = "closed", 0, None
+
+    def describe(self) -> str | None:
+        """A short line for the live board; None while closed."""
+        if self.state == "closed":
+            return None
+        cause = _CAUSES.get(self.cause, "failures") if self.cause else "failures"
+        backoff = f"({_ordinal(self.backoffs)} backoff)"
+        left = self._until - self._clock()
+        if self.state == "open" and left > 0:
+            return f"open, {cause}, retry in {left:.0f} s {backoff}"
+        return f"half-open, probing after {cause} {backoff}"
+
+    def _delay(self, retry_after: float | None) -> float:
+        """Exponential with jitter, and never shorter than the server asked (up to the cap:
+        one probe per cap costs little and notices a provider that is back early)."""
+        ceiling = min(self.cap_s, self.base_s * 2 ** (self.backoffs - 1))
+        jittered = ceiling * self._rng.uniform(0.5, 1.0)
+        return max(jittered, self._capped(retry_after or 0.0))
+
+    def _capped(self, seconds: float) -> float:
+        return min(self.cap_s, max(0.0, seconds))
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def provider_key(config: ModelConfig) -> str:
+    """Requests that share a rate limit share a circuit: a server by its address, an API by
+    its provider."""
+    return config.base_url or config.provider
+
+
+@ray.remote(num_cpus=0)
+class ProviderCircuits:
+    """The run's circuits, one per provider key, shared by every proposal worker."""
+
+    def __init__(self, base_s: float = BASE_S, cap_s: float = CAP_S) -> None:
+        self.base_s, self.cap_s = base_s, cap_s
+        self._circuits: dict[str, Circuit] = {}
+
+    def wait_s(self, key: str) -> float:
+        return self._circuit(key).wait_s()
+
+    def report(self, key: str, status: Status, retry_after: float | None = None) -> None:
+        circuit = self._circuit(key)
+        before = circuit.state
+        circuit.report(status, retry_after)
+        if circuit.state == "open" and before != "open":
+            log.warning("%s: %s", key, circuit.describe())
+        elif circuit.state == "closed" and before != "closed":
+            log.info("%s: circuit closed, the provider answers again", key)
+
+    def status(self) -> dict[str, str]:
+        """ "provider: state, cause, wait (nth backoff)" lines, for providers not closed."""
+        lines = {key: circuit.describe() for key, circuit in self._circuits.items()}
+        return {key: f"{key}: {line}" for key, line in lines.items() if line is not None}
+
+    def _circuit(self, key: str) -> Circuit:
+        if key not in self._circuits:
+            self._circuits[key] = Circuit(base_s=self.base_s, cap_s=self.cap_s)
+        return self._circuits[key]
+
+
+def start_circuits(base_s: float = BASE_S, cap_s: float = CAP_S) -> ray.actor.ActorHandle:
+    """The run's circuits, on this (the driver's) node, which outlives every worker."""
+    here = ray.get_runtime_context().get_node_id()
+    return ProviderCircuits.options(  # type: ignore[attr-defined]
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False)
+    ).remote(base_s, cap_s)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A client's side of the circuits: one provider key on the run's actor."""
+
+    circuits: ray.actor.ActorHandle
+    key: str
+
+    def admit(self, sleep: Callable[[float], None]) -> None:
+        """Return when a request may go. Asks again after each wait: the probe that another
+        worker sent may have failed and opened the circuit for longer."""
+        while (wait := ray.get(self.circuits.wait_s.remote(self.key))) > 0:
+            sleep(wait)
+
+    def report(self, status: Status, retry_after: float | None) -> None:
+        """Not waited on: an actor runs one caller's calls in order, so this worker's next
+        `admit` already sees it."""
+        self.circuits.report.remote(self.key, status, retry_after)

@@ -1,0 +1,63 @@
+"""What a model request reports beyond its reply, while a proposal runs: each attempt goes
+to the run's ledger as it completes, and waits on the run's circuit for its provider.
+
+Both reach the client through a context variable set by the proposal task
+(evolve/workers.py), so mutators and their clients need no plumbing of their own, and a
+client used outside a run (a script, a test) reports nowhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+
+from evolve.llm.records import LLMCall
+
+FLUSH_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class CallHooks:
+    """`sink` is an actor with record(proposal_id, call), which writes the call to the store
+    at once (evolve/ledger_writer.py); `gate` is the run's provider circuits actor
+    (evolve/llm/circuit.py). Either may be None."""
+
+    proposal_id: int | None = None
+    sink: Any = None
+    gate: Any = None
+
+
+_current: ContextVar[CallHooks | None] = ContextVar("evolve_call_hooks", default=None)
+_pending: ContextVar[list[ray.ObjectRef] | None] = ContextVar("evolve_call_writes", default=None)
+
+
+def current() -> CallHooks | None:
+    return _current.get()
+
+
+@contextmanager
+def hooked(hooks: CallHooks) -> Iterator[None]:
+    """Report this proposal's calls through `hooks`; on leaving, wait until every call sent
+    to the sink is written, so a proposal's result never arrives before its calls."""
+    writes: list[ray.ObjectRef] = []
+    token, pending = _current.set(hooks), _pending.set(writes)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+        _pending.reset(pending)
+        if writes:
+            ray.get(writes, timeout=FLUSH_TIMEOUT_S)
+
+
+def report_call(call: LLMCall) -> None:
+    """Send one completed attempt to the ledger, without waiting for the write."""
+    hooks, writes = _current.get(), _pending.get()
+    if hooks is None or hooks.sink is None or writes is None:
+        return
+    writes.append(hooks.sink.record.remote(hooks.proposal_id, call))
