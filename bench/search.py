@@ -45,7 +45,7 @@ Landscapes (four float knobs X0..X3 in [0, 1]; the seed has all four at 0.15):
   written by --measure-matmul: the seed's setting and MATMUL_PER_COMBO random tilings for
   each of the 36 (cflags, loop order) pairs, at n = 256 with MATMUL_PARAMS). A child takes
   the metrics of the measured setting with its cflags and loop order that is nearest in
-  log2 tile sizes (L1; ties to the first measured). Objectives as in the task.yaml:
+  log2 tile sizes (L1; ties to the first measured). Objectives as in its pareto.yaml:
   `speedup` (timed in pairs with the seed, so the table holds up on a loaded machine),
   maximised, and `code_bytes` (the object's machine code), minimised with weight 1e-4.
 MAP-Elites cells: the synthetic landscapes by their mean metric (10 bins) and `spread`, the

@@ -161,3 +161,19 @@ def test_a_real_edit_in_a_large_block_is_never_read_as_identical() -> None:
     recommented = body.replace("// @knob", "//   @knob")
     same = Program({"k.c": f"// EVOLVE-BLOCK-START\n{recommented}\n// EVOLVE-BLOCK-END\n"})
     assert index.too_similar(same) == (1, 1.0)
+
+
+def test_what_a_comment_means_to_the_program_counts() -> None:
+    """c_kernel reads its compiler flags from a comment, and a knob may live in one: two
+    programs that differ there are different programs, not a recomment."""
+    seed = "// cflags: -O2    @knob choice -O2 | -O3\n#define TILE 64  // @knob pow2 1..512\n"
+    index = NoveltyIndex(1.0)
+    index.add(1, Program({"k.c": f"// EVOLVE-BLOCK-START\n{seed}// EVOLVE-BLOCK-END\n"}))
+    faster = seed.replace("cflags: -O2 ", "cflags: -O3 ")
+    child = Program({"k.c": f"// EVOLVE-BLOCK-START\n{faster}// EVOLVE-BLOCK-END\n"})
+    assert index.too_similar(child) is None
+    found = index.nearest(child)
+    assert found is not None and found[1] < 1.0
+    retitled = seed.replace("@knob pow2", "@knob  pow2")
+    same = Program({"k.c": f"// EVOLVE-BLOCK-START\n{retitled}// EVOLVE-BLOCK-END\n"})
+    assert index.too_similar(same) == (1, 1.0)

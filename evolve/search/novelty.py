@@ -43,6 +43,9 @@ _WORD = r"[A-Za-z_]\w*|\d[\w.]*|\S"
 _HASH_ONLY = frozenset({".py", ".pyi", ".pyx", ".sh", ".bash", ".zsh", ".r", ".rb", ".pl",
                         ".yaml", ".yml", ".toml", ".cmake", ".mk"})  # fmt: skip
 _C_ONLY = C_LIKE | {".java", ".js", ".ts", ".rs", ".go", ".cs", ".swift", ".glsl", ".metal"}
+# A comment that carries part of the program: a knob's value, or the flags it is built with.
+_MEANT = re.compile(r"@knob|cflags:")
+_WORDS = re.compile(_WORD)
 
 
 def _tokenizer(comment: str) -> re.Pattern[str]:
@@ -60,10 +63,20 @@ _BY_KIND = {
 
 def tokens(path: str, text: str) -> list[str]:
     """The file's tokens: identifiers, numbers, strings and single punctuation marks, with
-    comments and whitespace gone."""
+    comments and whitespace gone, except what a comment holds that the program means:
+    the value of a knob written in a comment, and compiler flags (`// cflags: -O3`, read
+    by the c_kernel evaluator). Two programs that differ there differ."""
     suffix = Path(path).suffix.lower()
     kind = "c" if suffix in _C_ONLY else "hash" if suffix in _HASH_ONLY else "both"
-    return [m.group() for m in _BY_KIND[kind].finditer(text) if m.group(1) is None]
+    found: list[str] = []
+    for match in _BY_KIND[kind].finditer(text):
+        comment = match.group(1)
+        if comment is None:
+            found.append(match.group())
+        elif _MEANT.search(comment):
+            meant = comment.split("@knob", 1)[0]
+            found += _WORDS.findall(meant.lstrip("/#*").rstrip("*/"))
+    return found
 
 
 def block_tokens(program: Program) -> list[str]:
