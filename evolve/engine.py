@@ -129,6 +129,9 @@ class Engine:
             self.budgets.flush_wall(force=True)
             self.pool.stop()
             self.services.close()
+            # Proposals cut off by a wall-time stop or Ctrl-C: closed now, with the calls
+            # they stored, so the ledger and the bandit's arms agree without a resume.
+            self.store.interrupt_proposals(self.run_name)
             if self.reader is not None:
                 ray.kill(self.reader)
         best = self.store.candidate(self.champion.best[0]) if self.champion.best else None
@@ -293,4 +296,5 @@ class Engine:
             best_score=best[1] if best else None,
             spend=self.budgets.spend_line() if self.spec.llm else "",
             outage=self.services.outage_line(),
+            search=self.strategy.summary(),
         )

@@ -31,10 +31,12 @@ class Snapshot:
     best_score: float | None
     spend: str = ""  # what models cost so far, when a model is configured
     outage: str = ""  # providers whose circuit is open, and until when
+    search: str = ""  # how the population stands (islands, cells, front)
 
     def progress_line(self) -> str:
         best = "-" if self.best_score is None else f"#{self.best_id} {self.best_score:.4g}"
         spent = f", {self.spend}" if self.spend else ""
+        spent += f", {self.search}" if self.search else ""
         spent += f", {self.outage}" if self.outage else ""
         return (
             f"{self.candidates}/{self.budget_candidates or '∞'} candidates, "

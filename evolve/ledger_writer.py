@@ -24,6 +24,10 @@ class LedgerWriter:
     def record(self, proposal_id: int, call: LLMCall) -> None:
         self.store.add_proposal_call(proposal_id, call)
 
+    def drained(self) -> None:
+        """Answers once every write queued before it is done: the actor runs its calls in
+        the order they arrive."""
+
 
 def start_ledger_writer(url: str) -> ray.actor.ActorHandle:
     here = ray.get_runtime_context().get_node_id()

@@ -1,4 +1,5 @@
-"""Which operator makes the next proposal, on which parent, and what becomes of it.
+"""Which operator makes the next proposal, on which parent; what becomes of it is
+evolve/admission.py's.
 
 Proposals run as Ray tasks that take no CPU slot (evolve/workers.py). Each is opened in
 the store's proposals ledger before it starts and settled with its outcome when it
@@ -16,45 +17,31 @@ import logging
 import random
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import ray
 from ray.exceptions import RayError
 
 from evolve import workers
+from evolve.admission import FINISHER, Admission, MutationJob
 from evolve.briefing import Briefing
 from evolve.budgets import Budgets
 from evolve.candidate_cache import CandidateCache
 from evolve.events import Event, EventLog
 from evolve.llm.hooks import CallHooks
-from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Mutator, Proposal
-from evolve.mutators.change_summary import summarize_change
+from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Mutator
 from evolve.mutators.llm import key_names, model_config
-from evolve.proposal_outcomes import Outcome
 from evolve.search.bandit import ArmStats, CostAwareBandit, arm_name, split_arm
 from evolve.search.novelty import NoveltyIndex
 from evolve.search.strategy import Pick, SearchStrategy
 from evolve.secrets import Keys
 from evolve.services import RunServices
-from evolve.store import CandidateRecord, Settlement, Store
+from evolve.store import CandidateRecord, Store
 from evolve.task import TaskSpec
 
 log = logging.getLogger("evolve.proposals")
 
-FINISHER = "finisher"  # the autotuner tuning a model-made child
 FINISH_KEPT = 16  # the latest model-made children that the finisher cycles through
 BROKEN_KEPT = 64  # failed candidates remembered for the fix operator
-# Outcomes that say nothing about the search: an outage or a budget, not a barren search.
-NOT_FRUITLESS: frozenset[Outcome] = frozenset({"retries_exhausted", "budget", "interrupted"})
-
-
-@dataclass(frozen=True)
-class MutationJob:
-    island: int
-    parent: CandidateRecord
-    mutator: str
-    proposal_id: int
-    arm: str | None = None  # the bandit's (operator, model) choice, when it chose
 
 
 class Proposer:
@@ -87,6 +74,9 @@ class Proposer:
             novelty=self.novelty,
             budgets=budgets,
         )
+        self.admission = Admission(
+            store, run_name, novelty=self.novelty, budgets=budgets, events=events
+        )
         self.finisher = ray.put(Autotuner({}))
         self.in_flight: dict[ray.ObjectRef, MutationJob] = {}
         # Failed candidates waiting for the `fix` operator, each tried once, newest kept.
@@ -101,6 +91,8 @@ class Proposer:
             self.events.emit(
                 Event("info", f"{interrupted} proposal(s) in flight when the run stopped")
             )
+            if self.bandit is not None:  # closing them charged their arms in the store
+                self.bandit = self._restore_bandit()
         for candidate_id, program in self.store.programs(self.run_name):
             self.novelty.add(candidate_id, program)
 
@@ -129,6 +121,8 @@ class Proposer:
             pick = self.strategy.pick(rng)
         if pick is None:
             return False  # nothing scored yet: wait for the seed
+        if arm is not None and self.bandit is not None:
+            self.bandit.pulled(arm)
         parent = self.candidates.get(pick.parent_id)
         partner_id = self.strategy.partner(pick, rng) if name == "crossover" else None
         request = MutationRequest(self.briefing.parent(parent), (), rng.getrandbits(63), model)
@@ -156,18 +150,23 @@ class Proposer:
             proposal = ray.get(ref)
         except RayError as exc:
             proposal = workers.MutationFailed(f"mutation task lost: {exc}")
-        self._spend(proposal.calls, job.arm)
         if isinstance(proposal, workers.MutationFailed):
             if proposal.trace:
                 log.error("%s crashed on #%d:\n%s", job.mutator, job.parent.id, proposal.trace)
             text = f"{job.mutator} failed on #{job.parent.id}: {proposal.reason}"
             self.events.emit(Event("failure", text))
-            self._settle(job, proposal.outcome, proposal.calls, detail=proposal.reason)
+            self.admission.settle(job, proposal.outcome, proposal.calls, detail=proposal.reason)
+            # A crash or a lost task brings no calls back; the ledger writer stored them.
+            paid = proposal.calls or self.store.proposal_calls(job.proposal_id)
+            self._spend(paid, job.arm)
             return None
+        self._spend(proposal.calls, job.arm)
         if not room:
-            self._settle(job, "budget", proposal.calls, detail="the candidate budget is full")
+            self.admission.settle(
+                job, "budget", proposal.calls, detail="the candidate budget is full"
+            )
             return None
-        return self._admit(job, proposal)
+        return self.admission.admit(job, proposal)
 
     def failed(self, candidate: CandidateRecord) -> None:
         """A child that failed its evaluation, for `fix` to try once."""
@@ -177,36 +176,6 @@ class Proposer:
         """A child that passed: one a model made is tuned later by the finisher."""
         if candidate.mutation.get("model"):
             self.to_finish.append(candidate.id)
-
-    def _admit(self, job: MutationJob, proposal: Proposal) -> CandidateRecord | None:
-        """A child the run does not hold yet becomes a pending candidate; a duplicate, or a
-        model-made child too close to a program of the run, is settled without one."""
-        program = proposal.program
-        summary = summarize_change(job.parent.program, program)
-        owner = self.store.code_owner(self.run_name, program.code_hash)
-        if owner is not None:
-            detail = f"the same program as #{owner}"
-            self._settle(job, "duplicate", proposal.calls, detail, summary, nearest=(owner, 1.0))
-            return None
-        if job.mutator in LLM_OPERATORS and (near := self.novelty.too_similar(program)):
-            detail = f"{near[1]:.0%} similar to #{near[0]}; not evaluated"
-            self._settle(job, "too_similar", proposal.calls, detail, summary, nearest=near)
-            self.events.emit(Event("info", f"{job.mutator} on #{job.parent.id}: {detail}"))
-            return None
-        child = self.store.add_candidate(
-            self.run_name,
-            program,
-            parent_ids=[job.parent.id, *_partners(proposal.record)],
-            island=job.island,
-            generation=job.parent.generation + 1,
-            mutation={**_mutation_record(proposal.record, job), "summary": summary},
-            settlement=Settlement(job.proposal_id, "candidate", proposal.calls, summary=summary),
-        )
-        if child is None:  # only another writer of this run could have added it meanwhile
-            self._settle(job, "duplicate", proposal.calls, "the same program as another")
-            return None
-        self.novelty.add(child.id, program)
-        return child
 
     def _start(
         self, name: str, request: MutationRequest, job: MutationJob, parents: Sequence[int]
@@ -224,29 +193,6 @@ class Proposer:
         mutator = self.finisher if name == FINISHER else self.mutators[name][0]
         ref = workers.propose.remote(mutator, request, keys, hooks)
         self.in_flight[ref] = MutationJob(job.island, job.parent, name, proposal_id, job.arm)
-
-    def _settle(
-        self,
-        job: MutationJob,
-        outcome: Outcome,
-        calls: Sequence,
-        detail: str = "",
-        summary: str = "",
-        nearest: tuple[int, float] | None = None,
-    ) -> None:
-        if outcome not in NOT_FRUITLESS:
-            self.budgets.fruitless += 1
-        self.store.settle_proposal(
-            Settlement(
-                job.proposal_id,
-                outcome,
-                calls,
-                detail=detail,
-                summary=summary,
-                nearest_id=nearest[0] if nearest else None,
-                similarity=nearest[1] if nearest else None,
-            )
-        )
 
     def _restore_bandit(self) -> CostAwareBandit:
         """Arms are the configured model operators times the models; what they learnt before
@@ -288,15 +234,4 @@ class Proposer:
     def _spend(self, calls: Sequence, arm: str | None) -> None:
         usd = self.budgets.spend(calls)
         if arm is not None and self.bandit is not None:
-            self.bandit.pulled(arm, usd)
-
-
-def _mutation_record(record: dict, job: MutationJob) -> dict:
-    if job.mutator == FINISHER:
-        return {**record, "finisher": True}
-    return {**record, "arm": job.arm} if job.arm else record
-
-
-def _partners(record: dict) -> list[int]:
-    partner = record.get("partner")
-    return [partner] if isinstance(partner, int) else []
+            self.bandit.charged(arm, usd)

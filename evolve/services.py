@@ -4,16 +4,21 @@ ledger writer (every model call stored as it completes) and the per-provider cir
 
 from __future__ import annotations
 
+import logging
 import time
 
 import ray
 from ray.actor import ActorHandle
+from ray.exceptions import RayError
 
 from evolve.ledger_writer import start_ledger_writer
 from evolve.llm.circuit import start_circuits
 from evolve.task import TaskSpec
 
 STATUS_EVERY_S = 1.0  # how often the board asks the circuits how they stand
+DRAIN_TIMEOUT_S = 10.0
+
+log = logging.getLogger("evolve.services")
 
 
 class RunServices:
@@ -40,11 +45,20 @@ class RunServices:
         return self._line
 
     def close(self) -> None:
+        """The ledger writer first finishes the writes queued before this call: each is a
+        call that was paid for."""
+        if self.ledger is not None:
+            try:
+                ray.get(self.ledger.drained.remote(), timeout=DRAIN_TIMEOUT_S)
+            except RayError:
+                log.exception("the ledger writer did not confirm its last writes")
         for actor in (self.ledger, self.circuits):
             if actor is not None:
                 ray.kill(actor)
 
 
 def open_services(spec: TaskSpec, store_url: str) -> RunServices:
-    """Every proposal is ledgered; only a task with models needs the circuits."""
-    return RunServices(start_ledger_writer(store_url), start_circuits() if spec.llm else None)
+    """Only model calls travel through these; a task without models starts neither."""
+    if spec.llm is None:
+        return RunServices(None, None)
+    return RunServices(start_ledger_writer(store_url), start_circuits())

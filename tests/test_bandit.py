@@ -31,14 +31,14 @@ def test_at_equal_weights_both_arms_are_tried_then_the_better_one_wins() -> None
     bandit = CostAwareBandit({"a": 1.0, "b": 1.0})
     rng = random.Random(0)
     first = bandit.choose(rng)
-    bandit.pulled(first, 0.0)
+    bandit.pulled(first)
     second = bandit.choose(rng)
     assert {first, second} == {"a", "b"}
-    bandit.pulled(second, 0.0)
+    bandit.pulled(second)
     for _ in range(30):
-        bandit.pulled("a", 0.0)
+        bandit.pulled("a")
         bandit.rewarded("a", 0.8)
-        bandit.pulled("b", 0.0)
+        bandit.pulled("b")
     picks = Counter(bandit.choose(rng) for _ in range(10))
     assert picks["a"] == 10
     assert bandit.choose(rng, allowed=["b"]) == "b"
@@ -75,7 +75,8 @@ def simulate(
     picks = []
     for _ in range(rounds):
         arm = bandit.choose(rng)
-        bandit.pulled(arm, 0.001)
+        bandit.pulled(arm)
+        bandit.charged(arm, 0.001)
         bandit.rewarded(arm, 0.8 if world.random() < success[arm] else 0.0)
         picks.append(arm)
     return picks

@@ -177,3 +177,15 @@ def test_what_a_comment_means_to_the_program_counts() -> None:
     retitled = seed.replace("@knob pow2", "@knob  pow2")
     same = Program({"k.c": f"// EVOLVE-BLOCK-START\n{retitled}// EVOLVE-BLOCK-END\n"})
     assert index.too_similar(same) == (1, 1.0)
+
+
+def test_python_indentation_is_part_of_the_program() -> None:
+    inside = "def f(xs):\n    t = 0\n    for x in xs:\n        t += x\n        return t\n"
+    after = "def f(xs):\n    t = 0\n    for x in xs:\n        t += x\n    return t\n"
+    index = NoveltyIndex(1.0)
+    index.add(1, Program({"f.py": f"# EVOLVE-BLOCK-START\n{inside}# EVOLVE-BLOCK-END\n"}))
+    moved = Program({"f.py": f"# EVOLVE-BLOCK-START\n{after}# EVOLVE-BLOCK-END\n"})
+    assert index.too_similar(moved) is None
+    recommented = inside.replace("t = 0\n", "t = 0  # the running total\n")
+    same = Program({"f.py": f"# EVOLVE-BLOCK-START\n{recommented}# EVOLVE-BLOCK-END\n"})
+    assert index.too_similar(same) == (1, 1.0)

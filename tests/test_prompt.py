@@ -156,10 +156,10 @@ def test_one_metric_name_can_mean_different_things_to_two_evaluators() -> None:
 def test_recent_attempts_are_listed_so_the_model_does_not_repeat_them() -> None:
     attempts = [
         PastAttempt("diff", "ok", "+3/-1 lines in k.c: `x << 2`", child_id=41, score=1.92),
-        PastAttempt("rewrite", "duplicate", "+1/-1 lines in k.c: `x + x`", child_id=12),
+        PastAttempt("rewrite", "duplicate of #12", "+1/-1 lines in k.c: `x + x`"),
         PastAttempt("diff", "build_failed", "+2/-0 lines in k.c: `int y;`", child_id=44),
         PastAttempt("diff", "unparseable_after_repair", ""),
-        PastAttempt("crossover", "too_similar", "+1/-1 lines in k.c: `x * 3`", child_id=9),
+        PastAttempt("crossover", "too_similar to #9", "+1/-1 lines in k.c: `x * 3`"),
         PastAttempt("diff", "duplicate of #5", "+1/-1 lines in k.c: `x + x`"),
         PastAttempt("fix", "interrupted", ""),
     ]
@@ -171,7 +171,7 @@ def test_recent_attempts_are_listed_so_the_model_does_not_repeat_them() -> None:
         "- rewrite -> duplicate of #12: +1/-1 lines in k.c: `x + x`",
         "- diff -> #44 build failed: +2/-0 lines in k.c: `int y;`",
         "- diff -> the answer could not be applied",
-        "- crossover -> too similar to #9, not evaluated: +1/-1 lines in k.c: `x * 3`",
+        "- crossover -> too similar to #9: +1/-1 lines in k.c: `x * 3`",
         "- diff -> duplicate of #5: +1/-1 lines in k.c: `x + x`",
         "- fix -> interrupted",
     ]

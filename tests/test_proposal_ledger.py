@@ -58,7 +58,8 @@ def test_a_proposal_groups_its_streamed_calls_and_settles_once(tmp_path: Path) -
     killed = store.open_proposal(RUN, operator="rewrite", parent_ids=[seed.id], island=0)
     first, second, third = call(), call(), call()
     store.add_proposal_call(made, first)  # streamed while the proposal ran
-    store.add_proposal_call(killed, first)
+    store.add_proposal_call(made, first)  # delivered twice: stored once
+    store.add_proposal_call(killed, call())
 
     child = store.add_candidate(
         RUN,
@@ -84,6 +85,12 @@ def test_a_proposal_groups_its_streamed_calls_and_settles_once(tmp_path: Path) -
         CALL_USD
     )
     assert store.llm_spend(RUN)[0] == pytest.approx(4 * CALL_USD)
+    late = call()
+    store.add_proposal_call(dropped, late)  # written after its proposal was settled
+    store.add_proposal_call(dropped, late)
+    settled = {p.id: p for p in store.proposals(RUN)}[dropped]
+    assert settled.calls == 2 and settled.cost_usd == pytest.approx(2 * CALL_USD)
+    assert store.llm_spend(RUN)[0] == pytest.approx(5 * CALL_USD)
     recent = store.recent_attempts(seed.id, 2)
     assert [p.id for p in recent] == [killed, dropped]
     assert store.recent_attempts(seed.id, 5)[-1].child_status == "pending"

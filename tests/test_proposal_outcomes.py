@@ -109,9 +109,11 @@ def test_429s_until_max_attempts_exhaust_the_retries(api: str) -> None:
     assert len(requests) == ATTEMPTS
 
 
-def test_a_bad_request_and_a_storm_of_500s_exhaust_the_retries_too() -> None:
+def test_a_refused_request_fails_and_a_storm_of_500s_exhausts_the_retries() -> None:
+    """A bad key is no outage: it must count toward the fruitless stop, or a run with a
+    wrong key would never end."""
     refused, _ = edit_failure("openai", "diff", Fail(401, "invalid key"))
-    assert refused.outcome == "retries_exhausted"
+    assert refused.outcome == "failed"
     assert [call.status for call in refused.calls] == ["error"]
     overloaded = [Fail(529, retry_after=0) for _ in range(ATTEMPTS)]
     down, _ = edit_failure("anthropic", "diff", *overloaded)

@@ -8,6 +8,7 @@ client used outside a run (a script, a test) reports nowhere.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -17,6 +18,8 @@ from typing import Any
 import ray
 
 from evolve.llm.records import LLMCall
+
+log = logging.getLogger("evolve.llm.hooks")
 
 FLUSH_TIMEOUT_S = 30.0
 
@@ -51,8 +54,18 @@ def hooked(hooks: CallHooks) -> Iterator[None]:
     finally:
         _current.reset(token)
         _pending.reset(pending)
-        if writes:
-            ray.get(writes, timeout=FLUSH_TIMEOUT_S)
+        _flush(writes)
+
+
+def _flush(writes: list[ray.ObjectRef]) -> None:
+    """Wait for the writes; one that failed or is late must not cost the proposal its
+    result: the calls travel with it too, and the engine stores any the ledger lacks."""
+    if not writes:
+        return
+    try:
+        ray.get(writes, timeout=FLUSH_TIMEOUT_S)
+    except Exception:
+        log.exception("model calls not confirmed written by the ledger writer")
 
 
 def report_call(call: LLMCall) -> None:

@@ -6,7 +6,8 @@ without loading the provider SDKs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from typing import Literal
 
 Status = Literal["ok", "rate_limited", "server_error", "timeout", "empty", "error"]
@@ -30,6 +31,8 @@ class LLMCall:
     cached_tokens: int = 0  # of input_tokens, read from the provider's prompt cache
     cache_write_tokens: int = 0  # of input_tokens, written to it
     started_at: float = 0.0  # unix time the request was made
+    # Names the call wherever it is written from, so that the ledger stores it once.
+    call_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
 @dataclass(frozen=True)

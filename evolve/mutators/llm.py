@@ -116,13 +116,19 @@ class LLMEditor:
         return apply_diff(parent, parse_diff(reply))
 
 
+OUTAGE = frozenset({"rate_limited", "server_error", "timeout"})  # the provider's side
+
+
 def no_reply(who: str, attempts: Sequence[LLMCall], calls: Sequence[LLMCall]) -> MutationError:
-    """The error for a request that produced no usable reply. An empty reply is never retried
-    (evolve/llm/retry.py), so the last attempt says which it was: the model had nothing to
-    say ("empty"), or every attempt failed ("retries_exhausted")."""
+    """The error for a request that produced no usable reply. Neither an empty reply nor a
+    refusal (a bad key, an unknown model: status "error") is retried (evolve/llm/retry.py),
+    so the last attempt says which it was: the model had nothing to say ("empty"), every
+    attempt met an outage ("retries_exhausted"), or the request itself is wrong ("failed",
+    which counts toward the fruitless stop, so a wrong key cannot keep a run going)."""
     statuses = ", ".join(call.status for call in attempts) or "no attempt was made"
+    last = attempts[-1].status if attempts else "error"
     outcome: Outcome = (
-        "empty" if attempts and attempts[-1].status == "empty" else "retries_exhausted"
+        "empty" if last == "empty" else "retries_exhausted" if last in OUTAGE else "failed"
     )
     return MutationError(f"{who}: no usable reply from the model ({statuses})", calls, outcome)
 

@@ -278,10 +278,6 @@ def _attempt(attempt: PastAttempt, parent: Parent) -> str:
     if attempt.score is not None:
         versus = f" (parent {parent.score:.6g})" if parent.score is not None else ""
         ending = f"{child} scored {attempt.score:.6g}{versus}"
-    elif attempt.outcome == "duplicate":
-        ending = f"duplicate of {child or 'an earlier program'}"
-    elif attempt.outcome == "too_similar":
-        ending = f"too similar to {child or 'an earlier program'}, not evaluated"
     else:
         words = ENDINGS.get(attempt.outcome, attempt.outcome.replace("_", " "))
         ending = f"{child} {words}" if child else words

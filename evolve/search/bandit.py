@@ -97,10 +97,13 @@ class CostAwareBandit:
             return 1.0
         return max(stats.cost_usd / stats.pulls, COST_FLOOR * mean) / mean
 
-    def pulled(self, arm: str, cost_usd: float) -> None:
-        stats = self.stats[arm]
-        stats.pulls += 1
-        stats.cost_usd += cost_usd
+    def pulled(self, arm: str) -> None:
+        """Counted when the arm is chosen, not when its proposal returns: proposals chosen
+        together must see each other, or a burst would all go to one arm."""
+        self.stats[arm].pulls += 1
+
+    def charged(self, arm: str, cost_usd: float) -> None:
+        self.stats[arm].cost_usd += cost_usd
 
     def rewarded(self, arm: str, reward: float) -> None:
         self.stats[arm].reward += reward

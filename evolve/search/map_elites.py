@@ -137,6 +137,9 @@ class MapElitesStrategy:
         placed = self._placed.get(candidate_id)
         return placed.cell if placed else None
 
+    def summary(self) -> str:
+        return f"MAP-Elites: {self.cells_filled()} of {self.cells_total} cells filled"
+
     # -- the strategy ------------------------------------------------------------------
 
     def add(self, member: Scored) -> None:

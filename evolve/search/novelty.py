@@ -43,6 +43,9 @@ _WORD = r"[A-Za-z_]\w*|\d[\w.]*|\S"
 _HASH_ONLY = frozenset({".py", ".pyi", ".pyx", ".sh", ".bash", ".zsh", ".r", ".rb", ".pl",
                         ".yaml", ".yml", ".toml", ".cmake", ".mk"})  # fmt: skip
 _C_ONLY = C_LIKE | {".java", ".js", ".ts", ".rs", ".go", ".cs", ".swift", ".glsl", ".metal"}
+# Where indentation is syntax, a line's indentation is a token: moving a `return` out of a
+# loop is a different program.
+_INDENTED = frozenset({".py", ".pyi", ".pyx"})
 # A comment that carries part of the program: a knob's value, or the flags it is built with.
 _MEANT = re.compile(r"@knob|cflags:")
 _WORDS = re.compile(_WORD)
@@ -63,14 +66,22 @@ _BY_KIND = {
 
 def tokens(path: str, text: str) -> list[str]:
     """The file's tokens: identifiers, numbers, strings and single punctuation marks, with
-    comments and whitespace gone, except what a comment holds that the program means:
+    comments and whitespace gone (in Python, each line's indentation stays, as a token),
+    except what a comment holds that the program means:
     the value of a knob written in a comment, and compiler flags (`// cflags: -O3`, read
     by the c_kernel evaluator). Two programs that differ there differ."""
     suffix = Path(path).suffix.lower()
     kind = "c" if suffix in _C_ONLY else "hash" if suffix in _HASH_ONLY else "both"
     found: list[str] = []
+    indented = suffix in _INDENTED
+    line = -1  # the start of the last line whose indentation was counted
     for match in _BY_KIND[kind].finditer(text):
         comment = match.group(1)
+        if comment is None and indented:
+            start = text.rfind("\n", 0, match.start()) + 1
+            if start != line and not text[start : match.start()].strip():
+                found.append(f"\x01{match.start() - start}")  # the line's indentation
+                line = start
         if comment is None:
             found.append(match.group())
         elif _MEANT.search(comment):

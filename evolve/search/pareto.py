@@ -105,7 +105,9 @@ def crowding_distances(points: np.ndarray) -> np.ndarray:
 
 def pareto_front(points: Mapping[int, Sequence[float]], directions: Sequence[str]) -> set[int]:
     """The ids whose points no other point dominates; directions are "maximize" or
-    "minimize", one per coordinate. Equal points are all on the front."""
+    "minimize", one per coordinate. Equal points are all on the front; a point with a
+    non-finite coordinate is on no front."""
+    points = {i: p for i, p in points.items() if all(math.isfinite(v) for v in p)}
     if not points:
         return set()
     ids = list(points)
@@ -141,6 +143,9 @@ class ParetoStrategy:
         self._refresh()
         index = self._index.get(candidate_id)
         return None if index is None else int(self._ranks[index])
+
+    def summary(self) -> str:
+        return f"Pareto front: {len(self.front())} of {len(self._points)} programs"
 
     # -- the strategy ------------------------------------------------------------------
 

@@ -71,6 +71,10 @@ class SearchStrategy(Protocol):
         """Moves (id, island) to apply and store after `evaluated` evaluations."""
         ...
 
+    def summary(self) -> str:
+        """One line for the live board: how the population stands."""
+        ...
+
 
 class IslandStrategy:
     """Islands picked in turn, rank-biased picks within one, and a ring migration of each
@@ -129,6 +133,10 @@ class IslandStrategy:
         for moved, island in moves:
             self.islands.migrate(moved, island)
         return moves
+
+    def summary(self) -> str:
+        sizes = "/".join(str(self.islands.size(i)) for i in range(self.islands.count))
+        return f"islands: {sizes} programs"
 
     def _turn(self) -> int:
         island = self.next_island

@@ -81,6 +81,7 @@ def call_rows(
             run_name=run_name,
             candidate_id=candidate_id,
             proposal_id=proposal_id,
+            call_id=call.call_id,
             provider=call.provider,
             model=call.model,
             operator=operator,

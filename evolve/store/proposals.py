@@ -17,9 +17,9 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from evolve.llm import LLMCall as LLMCallRecordable
-from evolve.proposal_outcomes import Outcome
+from evolve.proposal_outcomes import OUTCOMES, Outcome
 from evolve.store.database import Database
-from evolve.store.ledger import call_rows, pull
+from evolve.store.ledger import call_rows, locked_arm, pull
 from evolve.store.records import LLMCallRecord, ProposalRecord
 from evolve.store.schema import Candidate, LLMCall, Proposal
 
@@ -74,14 +74,23 @@ class Proposals(Database):
             return row.id
 
     def add_proposal_call(self, proposal_id: int, call: LLMCallRecordable) -> None:
-        """One completed model call, written the moment it is known."""
+        """One completed model call, written the moment it is known, once: the settlement
+        may have stored it already. One that arrives after its proposal was settled is
+        added to the proposal's totals and to its bandit arm's cost."""
         with self._write() as session, session.begin():
-            proposal = session.get(Proposal, proposal_id)
+            proposal = session.get(Proposal, proposal_id, with_for_update=True)
             if proposal is None:
                 raise KeyError(f"no proposal with id {proposal_id}")
+            if call.call_id in _stored_ids(session, proposal_id):
+                return
             session.add_all(
                 call_rows(proposal.run_name, proposal.operator, [call], proposal_id=proposal_id)
             )
+            if proposal.outcome is not None:
+                session.flush()
+                _total(session, proposal)
+                if proposal.arm is not None:
+                    locked_arm(session, proposal.run_name, proposal.arm).cost_usd += call.cost_usd
 
     def settle_proposal(self, settlement: Settlement) -> None:
         """A proposal that made no candidate: its outcome, and the arm's pull."""
@@ -142,11 +151,13 @@ class Proposals(Database):
 def settle(session: Session, settlement: Settlement, *, candidate_id: int | None) -> None:
     """Inside the caller's transaction: store the calls not streamed yet, link the calls
     to the child, close the proposal and charge the bandit arm."""
+    if settlement.outcome not in OUTCOMES:
+        raise ValueError(f"{settlement.outcome!r} is no proposal outcome; see {OUTCOMES}")
     row = session.get(Proposal, settlement.proposal_id, with_for_update=True)
     if row is None:
         raise KeyError(f"no proposal with id {settlement.proposal_id}")
-    stored = session.scalar(select(func.count()).where(LLMCall.proposal_id == row.id))
-    missing = list(settlement.calls)[stored or 0 :]
+    stored = _stored_ids(session, row.id)
+    missing = [call for call in settlement.calls if call.call_id not in stored]
     session.add_all(call_rows(row.run_name, row.operator, missing, proposal_id=row.id))
     session.flush()
     _close(session, row, settlement.outcome, candidate_id=candidate_id)
@@ -156,12 +167,27 @@ def settle(session: Session, settlement: Settlement, *, candidate_id: int | None
     row.similarity = settlement.similarity
 
 
+def _stored_ids(session: Session, proposal_id: int) -> set[str | None]:
+    query = select(LLMCall.call_id).where(LLMCall.proposal_id == proposal_id)
+    return set(session.scalars(query))
+
+
 def _close(session: Session, row: Proposal, outcome: str, *, candidate_id: int | None) -> None:
-    """Outcome, child, and the totals of the calls stored under the proposal."""
+    """Outcome, child, the totals of the calls stored under the proposal, and the pull of
+    its bandit arm."""
     if candidate_id is not None:
         session.execute(
             update(LLMCall).where(LLMCall.proposal_id == row.id).values(candidate_id=candidate_id)
         )
+    row.outcome = outcome
+    row.candidate_id = candidate_id
+    row.finished_at = time.time()
+    _total(session, row)
+    pull(session, row.run_name, row.arm, row.cost_usd)
+
+
+def _total(session: Session, row: Proposal) -> None:
+    """The proposal's calls, cost, tokens and models, from the calls stored under it."""
     calls, usd, tokens = session.execute(
         select(
             func.count(),
@@ -175,8 +201,4 @@ def _close(session: Session, row: Proposal, outcome: str, *, candidate_id: int |
         .distinct()
     )
     row.models = sorted(models)
-    row.outcome = outcome
-    row.candidate_id = candidate_id
     row.calls, row.cost_usd, row.tokens = int(calls), float(usd), int(tokens)
-    row.finished_at = time.time()
-    pull(session, row.run_name, row.arm, row.cost_usd)

@@ -127,6 +127,7 @@ class LLMCallRecord:
     run_name: str
     candidate_id: int | None
     proposal_id: int | None
+    call_id: str | None
     provider: str
     model: str
     operator: str

@@ -145,6 +145,8 @@ class LLMCall(Base):
     run_name: Mapped[str] = mapped_column(ForeignKey("runs.name"), index=True)
     candidate_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id"))
     proposal_id: Mapped[int | None] = mapped_column(ForeignKey("proposals.id"), index=True)
+    # Unique, so a call the ledger writer stored is never stored again at settlement.
+    call_id: Mapped[str | None] = mapped_column(String(32), unique=True)
     provider: Mapped[str] = mapped_column(String(64))
     model: Mapped[str] = mapped_column(String(255))
     operator: Mapped[str] = mapped_column(String(64))

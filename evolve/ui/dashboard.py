@@ -64,6 +64,7 @@ class Dashboard:
                 total=s.budget_candidates,
                 shown=f"{s.candidates}/{s.budget_candidates or 'no limit'}  "
                 f"{s.evaluated} evaluated, {s.failed} failed, {s.in_flight} running"
+                + (f"; {s.search}" if s.search else "")
                 + (f"; {s.spend}" if s.spend else "")
                 + (f"; [bold red]{s.outage}[/bold red]" if s.outage else ""),
             )

@@ -31,10 +31,10 @@ def scored_by(store: Store, candidate_id: int) -> EvaluationRecord | None:
 
 
 def front(store: Store, run: RunRecord) -> set[int]:
-    """The run's Pareto front over its objectives, when it has two or more; the objectives
-    are the ones the run was started with (kept in its settings)."""
+    """The Pareto front of a run searched by `pareto`, over the objectives it was started
+    with (kept in its settings); empty for any other run."""
     objectives = run.settings.get("objectives") or []
-    if len(objectives) < 2:
+    if run.settings.get("strategy") != "pareto" or len(objectives) < 2:
         return set()
     names = [name for name, _ in objectives]
     points = {

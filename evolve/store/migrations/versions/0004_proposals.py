@@ -52,6 +52,8 @@ def upgrade() -> None:
     op.create_index(op.f("ix_proposals_parent_id"), "proposals", ["parent_id"])
     with op.batch_alter_table("llm_calls") as batch:
         batch.add_column(sa.Column("proposal_id", sa.Integer(), nullable=True))
+        batch.add_column(sa.Column("call_id", sa.String(32), nullable=True))
+        batch.create_unique_constraint(op.f("uq_llm_calls_call_id"), ["call_id"])
         batch.add_column(
             sa.Column("cached_tokens", sa.Integer(), nullable=False, server_default="0")
         )
@@ -68,6 +70,8 @@ def downgrade() -> None:
     with op.batch_alter_table("llm_calls") as batch:
         batch.drop_index(op.f("ix_llm_calls_proposal_id"))
         batch.drop_constraint(op.f("fk_llm_calls_proposal_id_proposals"), type_="foreignkey")
+        batch.drop_constraint(op.f("uq_llm_calls_call_id"), type_="unique")
+        batch.drop_column("call_id")
         batch.drop_column("cache_write_tokens")
         batch.drop_column("cached_tokens")
         batch.drop_column("proposal_id")
