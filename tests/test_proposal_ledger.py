@@ -26,7 +26,15 @@ from evolve.program import Program
 from evolve.store import Settlement, Store
 from evolve.taskfile import load_task, make_evaluator
 from tests.conftest import SYNTHETIC_SEED
-from tests.fakes.llm_server import Empty, Fail, Reply, ScriptedLLMServer, Stall, prompt_text
+from tests.fakes.llm_server import (
+    Empty,
+    Fail,
+    Reply,
+    ScriptedLLMServer,
+    Stall,
+    ToolCall,
+    prompt_text,
+)
 from tests.test_llm_run import CALL_USD, TOKENS_IN, TOKENS_OUT
 from tests.test_llm_run import _task as llm_task
 
@@ -214,6 +222,34 @@ def test_every_way_a_proposal_ends_is_in_the_ledger_and_in_later_prompts(
     later = [text for text in model.prompts if "Recent attempts" in text]
     assert later, "no prompt showed the parent's earlier attempts"
     assert any("too_similar" in text or "duplicate" in text for text in later)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_an_agent_that_wanders_ends_out_of_turns_and_then_on_the_budget(tmp_path: Path) -> None:
+    """An agent that reads notes and never submits: its own token cap ends the first
+    proposal (`out_of_turns`); what the run's token budget leaves ends the second
+    (`budget`), and then the run."""
+    wander = ToolCall("read_notes", {"topic": "knobs"}, input_tokens=400, output_tokens=100)
+    with ScriptedLLMServer(default=wander) as server:
+        path = _task(tmp_path, server.openai_url, candidates=5)
+        text = path.read_text().replace(
+            "  - name: diff\n", "  - {name: agent, params: {max_tokens: 1200}}\n"
+        )
+        path.write_text(text.replace("  candidates: 5\n", "  candidates: 5\n  tokens: 2500\n"))
+        task = load_task(path)
+        store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
+        run = store.create_run(RUN, task_path=str(task.path), task_yaml=task.text, seed=5,
+                               settings={})  # fmt: skip
+        engine = Engine(task, store, run, make_evaluator(task), workers=1,
+                        results_dir=tmp_path / "out")  # fmt: skip
+        outcome = engine.run()
+        served = len(server.requests)
+
+    assert outcome.reason.startswith("token budget reached")
+    ended = [(p.operator, p.outcome, p.calls) for p in store.proposals(RUN)]
+    assert ended == [("agent", "out_of_turns", 3), ("agent", "budget", 2)], ended
+    assert len(store.llm_calls_of_run(RUN)) == served == 5
+    assert store.llm_spend(RUN)[1] == 2500
 
 
 def _hang_after(answered: int) -> Any:

@@ -227,7 +227,7 @@ def test_an_agent_that_never_submits_is_out_of_turns(services: AgentServices) ->
 def test_the_agents_token_cap_shrinks_with_the_runs_budget(services: AgentServices) -> None:
     wander = ToolCall("read_notes", {"topic": "knobs"}, input_tokens=400, output_tokens=100)
     budget, requests = agent_outcome(services, "openai", token_cap=900, default=wander)
-    assert budget.outcome == "out_of_turns"
+    assert budget.outcome == "budget"
     assert "1000 tokens used, the cap is 900 (what the run's budget leaves" in str(budget)
     assert len(budget.calls) == len(requests) == 2
     own, _ = agent_outcome(

@@ -28,6 +28,7 @@ from evolve.task import LLMSpec
 if TYPE_CHECKING:
     from evolve.llm.client import LLMCall, LLMClient
 
+BUDGET_CAP = "what the run's budget leaves for this proposal"
 NUDGE = "Call a tool: evaluate_draft to test edits, or submit to finish."
 EMPTY_NUDGE = f"Your last reply was empty. {NUDGE}"
 
@@ -104,7 +105,7 @@ class Agent:
         or less when the run's budget has less left (the engine's `token_cap`)."""
         own = self.params.max_tokens
         if request.token_cap is not None and request.token_cap < own:
-            return request.token_cap, "what the run's budget leaves for this proposal"
+            return request.token_cap, BUDGET_CAP
         return own, "the agent's max_tokens"
 
     def _converse(
@@ -183,14 +184,15 @@ class Agent:
 
 def _within(cap: tuple[int, str], calls: list[LLMCall]) -> None:
     """Raise once the proposal's calls have used its token cap; `cap` says which limit. A
-    cap reached before any call is the run's budget, which left this proposal nothing."""
+    cap the run's budget set ends the proposal as `budget` (the run had no more to give
+    it), the agent's own cap as `out_of_turns`."""
     limit, source = cap
     spent = sum(call.input_tokens + call.output_tokens for call in calls)
     if spent >= limit:
         raise MutationError(
             f"agent: {spent} tokens used, the cap is {limit} ({source}); nothing was submitted",
             calls,
-            "out_of_turns" if calls else "budget",
+            "budget" if source == BUDGET_CAP else "out_of_turns",
         )
 
 
