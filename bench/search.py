@@ -74,31 +74,33 @@ import datetime
 import json
 import math
 import random
-import re
 import statistics
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
+from landscapes import (  # bench/landscapes.py, beside this script
+    MATMUL_TABLE,
+    ROOT,
+    Landscape,
+    MatmulTable,
+    fresh_value,
+    matmul_landscape,
+    synthetic,
+    values_of,
+)
 from machine import machine, say  # bench/machine.py, beside this script
+from matmul_table import measure_matmul  # beside this script
 
-from evaluators.c_kernel import CKernelEvaluator
 from evolve.knobs import Knob, Value, find_knobs, set_knobs
 from evolve.mutators.autotuner import mutate_value
 from evolve.program import Program
-from evolve.sandbox import open_sandbox
 from evolve.scoring import score
 from evolve.search import Pick, Scored, make_strategy
 from evolve.search.novelty import NoveltyIndex
-from evolve.task import FeatureSpec, Objective, SearchSpec
-from evolve.taskfile import load_task
+from evolve.task import SearchSpec
 
-ROOT = Path(__file__).resolve().parents[1]
-MATMUL_TABLE = ROOT / "bench" / "data" / "matmul_c_landscape.json"
-MATMUL_TASK = ROOT / "tasks" / "matmul_c" / "task.yaml"
 STRATEGIES = ("islands", "map_elites", "pareto")
 NOVELTY = {"trap": 0.9, "needle": 0.9, "matmul_c": 1.0}
 
@@ -114,159 +116,6 @@ NOTES = (
     "small cleanup, no change in behaviour",
     "explain the parameter choice",
 )
-
-# How matmul_c's landscape is measured: the task's evaluator at n = 256 (an eighth of the
-# task's flops), unsanitized, counters off.
-MATMUL_PARAMS: dict[str, Any] = {
-    "sizes": {"n": 256},
-    "counters": "never",
-    "sanitize": False,
-    "reps": 5,
-}
-MATMUL_PER_COMBO = 6  # tile settings measured per (cflags, loop order)
-MATMUL_METRICS = ("speedup", "code_bytes", "gflops", "time_s")  # kept in the table
-
-POINT = '''"""A point in [0, 1]^4 for bench/search.py's synthetic landscapes."""
-
-# EVOLVE-BLOCK-START
-X0 = 0.15  # @knob float 0..1
-X1 = 0.15  # @knob float 0..1
-X2 = 0.15  # @knob float 0..1
-X3 = 0.15  # @knob float 0..1
-# EVOLVE-BLOCK-END
-'''
-
-Metrics = dict[str, float]
-
-
-# -- knobs by name -------------------------------------------------------------------------
-
-
-def knob_name(program: Program, knob: Knob) -> str:
-    """The name a reader knows a knob by: `cflags`, the #define's, or the assigned name."""
-    line = program.files[knob.file].splitlines()[knob.line]
-    if "cflags:" in line:
-        return "cflags"
-    named = re.match(r"\s*(?:#define\s+)?(\w+)", line)
-    return named[1] if named else knob.label
-
-
-def values_of(program: Program) -> dict[str, Value]:
-    return {knob_name(program, k): k.value for k in find_knobs(program)}
-
-
-def with_values(program: Program, values: Mapping[str, Value]) -> Program:
-    knobs = find_knobs(program)
-    index = {knob_name(program, k): i for i, k in enumerate(knobs)}
-    return set_knobs(program, knobs, {index[name]: value for name, value in values.items()})
-
-
-# -- landscapes ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Landscape:
-    name: str
-    seed: Program
-    objectives: tuple[Objective, ...]
-    features: tuple[FeatureSpec, ...]
-    primary: str  # the metric whose best is reported
-    goal: float  # a run whose best reaches this got past the deception
-    measure: Callable[[Mapping[str, Value]], Metrics | None]  # None: the child failed
-
-
-def _point(values: Mapping[str, Value], dims: int = 4) -> list[float]:
-    return [float(values[f"X{i}"]) for i in range(dims)]
-
-
-def _bump(x: Sequence[float], centre: float, sigma: float) -> float:
-    return math.exp(-sum((v - centre) ** 2 for v in x) / (2 * sigma**2))
-
-
-def trap_metrics(values: Mapping[str, Value]) -> Metrics:
-    x = _point(values, dims=2)
-    fitness = max(0.6 * _bump(x, 0.25, 0.3), _bump(x, 0.8, 0.1))
-    return {"fitness": fitness, "cost": statistics.fmean(x), "spread": max(x) - min(x)}
-
-
-def needle_metrics(values: Mapping[str, Value]) -> Metrics:
-    x = _point(values)
-    fitness = statistics.fmean(0.6 * _bump([v], 0.3, 0.1) + _bump([v], 0.85, 0.04) for v in x)
-    return {"fitness": fitness, "reach": statistics.fmean(x), "spread": max(x) - min(x)}
-
-
-def synthetic(name: str) -> Landscape:
-    mean = "cost" if name == "trap" else "reach"
-    direction = "minimize" if name == "trap" else "maximize"
-    return Landscape(
-        name=name,
-        seed=Program({"point.py": POINT}),
-        objectives=(
-            Objective(name="fitness", direction="maximize"),
-            Objective(name=mean, direction=direction, weight=0.1),
-        ),
-        features=(
-            FeatureSpec(name=mean, min=0, max=1, bins=10),
-            FeatureSpec(name="spread", min=0, max=1, bins=4),
-        ),
-        primary="fitness",
-        goal=0.65,  # past the hills' 0.6: the peak's slope, or a needle
-        measure=trap_metrics if name == "trap" else needle_metrics,
-    )
-
-
-class MatmulTable:
-    """The measured matmul_c settings, looked up by cflags and loop order, then by the
-    nearest tiles in octaves."""
-
-    TILES = ("TILE_I", "TILE_J", "TILE_K")
-
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        self.data = data
-        self.by_kind: dict[tuple[str, str], list[tuple[list[float], Metrics | None]]] = {}
-        for point in data["points"]:
-            settings = point["settings"]
-            key = (settings["cflags"], settings["LOOP_ORDER"])
-            octaves = [math.log2(settings[t]) for t in self.TILES]
-            self.by_kind.setdefault(key, []).append((octaves, point["metrics"]))
-
-    def passed(self) -> list[Metrics]:
-        """The metrics of every measured setting that passed the evaluator."""
-        return [m for rows in self.by_kind.values() for _, m in rows if m is not None]
-
-    def measure(self, values: Mapping[str, Value]) -> Metrics | None:
-        key = (str(values["cflags"]), str(values["LOOP_ORDER"]))
-        if key not in self.by_kind:
-            raise SystemExit(f"{MATMUL_TABLE} has no setting with {key}: run --measure-matmul")
-        octaves = [math.log2(float(values[t])) for t in self.TILES]
-        _, metrics = min(
-            self.by_kind[key],
-            key=lambda row: sum(abs(a - b) for a, b in zip(row[0], octaves, strict=True)),
-        )
-        return metrics
-
-
-def matmul_landscape(table: MatmulTable) -> Landscape:
-    seed = load_task(MATMUL_TASK).seed
-    sizes = [m["code_bytes"] for m in table.passed()]
-    length = seed.code_length
-    return Landscape(
-        name="matmul_c",
-        seed=seed,
-        objectives=(
-            Objective(name="speedup", direction="maximize"),
-            Objective(name="code_bytes", direction="minimize", weight=1e-4),
-        ),
-        features=(
-            FeatureSpec(name="code_bytes", min=min(sizes), max=max(sizes), bins=8),
-            FeatureSpec(name="code_length", min=length - 20, max=length + 60, bins=4),
-        ),
-        primary="speedup",
-        # a top-2% setting: one lucky timing in the table does not set the bar alone
-        goal=statistics.quantiles([m["speedup"] for m in table.passed()], n=50)[-1],
-        measure=table.measure,
-    )
-
 
 # -- the scripted proposer -----------------------------------------------------------------
 
@@ -287,17 +136,6 @@ def with_note(program: Program, note: str | None) -> Program:
     if note is not None:
         lines.insert(start + 1, f"{prefix} {note}\n")
     return program.replace({**program.files, path: "".join(lines)})
-
-
-def fresh_value(knob: Knob, rng: random.Random) -> Value:
-    """A value drawn over the knob's whole range, as a rewrite would choose it."""
-    if knob.kind == "choice":
-        return rng.choice(knob.options)
-    if knob.kind == "pow2":
-        return 2 ** rng.randint(int(knob.low).bit_length() - 1, int(knob.high).bit_length() - 1)
-    if knob.kind == "int":
-        return rng.randint(int(knob.low), int(knob.high))
-    return rng.uniform(knob.low, knob.high)
 
 
 def written(knob: Knob, value: Value) -> Value:
@@ -471,70 +309,6 @@ def bench(landscapes: list[Landscape], seeds: int, proposals: int) -> list[str]:
                 rows.append(row(landscape, strategy, novelty, outcomes))
                 say(f"  {rows[-1]}  [{time.perf_counter() - started:.1f} s]")
     return rows
-
-
-# -- measuring matmul_c --------------------------------------------------------------------
-
-
-def matmul_settings(seed: Program, rng: random.Random) -> list[dict[str, Value]]:
-    """The seed's own setting, then MATMUL_PER_COMBO distinct random tilings for every
-    (cflags, loop order): every child's cflags and loop order are measured, its tiles
-    approximated."""
-    knobs = {knob_name(seed, k): k for k in find_knobs(seed)}
-    settings = [values_of(seed)]
-    for cflags in knobs["cflags"].options:
-        for order in knobs["LOOP_ORDER"].options:
-            tilings: set[tuple[int, ...]] = set()
-            while len(tilings) < MATMUL_PER_COMBO:
-                tilings.add(tuple(int(fresh_value(knobs[t], rng)) for t in MatmulTable.TILES))
-            for tiles in sorted(tilings):
-                settings.append(
-                    {
-                        "cflags": cflags,
-                        "LOOP_ORDER": order,
-                        **dict(zip(MatmulTable.TILES, tiles, strict=True)),
-                    }
-                )
-    return settings
-
-
-def measure_matmul(backend: str) -> None:
-    task = load_task(MATMUL_TASK)
-    settings = matmul_settings(task.seed, random.Random(20261125))
-    say(f"measuring {len(settings)} matmul_c settings with c_kernel ({backend} sandbox, "
-        f"{MATMUL_PARAMS})")  # fmt: skip
-    evaluator = CKernelEvaluator({**task.spec.evaluator.params, **MATMUL_PARAMS}, task.root)
-    evaluator.limits = task.spec.sandbox.limits()
-    sandbox = open_sandbox(backend)
-    points = []
-    started = time.perf_counter()
-    try:
-        evaluator.prepare(task.seed, sandbox, task.root)
-        for number, values in enumerate(settings, start=1):
-            program = with_values(task.seed, values)
-            result = evaluator.evaluate(program, sandbox, seed=number)
-            metrics = None
-            if result.ok:
-                metrics = {k: result.metrics[k] for k in MATMUL_METRICS}
-            points.append({"settings": values, "status": result.status, "metrics": metrics})
-            if number % 25 == 0 or not result.ok:
-                say(f"  {number}/{len(settings)} [{time.perf_counter() - started:.0f} s] "
-                    f"{values}: {result.status} {metrics}")  # fmt: skip
-    finally:
-        sandbox.close()
-    data = {
-        "measured": datetime.datetime.now().astimezone().isoformat(timespec="minutes"),
-        "machine": machine(),
-        "how": f"bench/search.py --measure-matmul, c_kernel on tasks/matmul_c, {backend} "
-        "sandbox, these params over the task's",
-        "params": MATMUL_PARAMS,
-        "points": points,
-    }
-    MATMUL_TABLE.parent.mkdir(parents=True, exist_ok=True)
-    MATMUL_TABLE.write_text(json.dumps(data, indent=1) + "\n")
-    failed = sum(p["metrics"] is None for p in points)
-    say(f"wrote {MATMUL_TABLE.relative_to(ROOT)}: {len(points)} settings, {failed} failed, "
-        f"{time.perf_counter() - started:.0f} s")  # fmt: skip
 
 
 # -- main ----------------------------------------------------------------------------------
