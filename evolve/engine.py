@@ -106,8 +106,9 @@ class Engine:
     def _restore(self) -> None:
         """Rebuild selection state from the store: scores, islands, migrations, champion,
         the proposals ledger and the novelty index."""
-        self.proposer.restore()
-        scored = stored_placements(self.store, self.run_name)
+        programs = self.store.programs(self.run_name)
+        self.proposer.restore(programs)
+        scored = stored_placements(self.store, self.run_name, programs)
         self.strategy.restore(scored, self.store.migrations(self.run_name))
         for candidate in self.champion.restore():
             self.dispatch.add(Job(candidate, "remeasure"))

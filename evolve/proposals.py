@@ -30,6 +30,7 @@ from evolve.events import Event, EventLog
 from evolve.llm.hooks import CallHooks
 from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Mutator
 from evolve.mutators.llm import key_names, model_config
+from evolve.program import Program
 from evolve.search.bandit import ArmStats, CostAwareBandit, arm_name, split_arm
 from evolve.search.novelty import NoveltyIndex
 from evolve.search.strategy import Pick, SearchStrategy
@@ -85,15 +86,15 @@ class Proposer:
         self.to_finish: deque[int] = deque(maxlen=FINISH_KEPT)
         self.proposals = self.finishes = 0
 
-    def restore(self) -> None:
-        """Close what a stopped driver left in flight, and index the run's programs."""
+    def restore(self, programs: Sequence[tuple[int, Program]]) -> None:
+        """Close what a stopped driver left in flight, and index the run's `programs`."""
         if interrupted := self.store.interrupt_proposals(self.run_name):
             self.events.emit(
                 Event("info", f"{interrupted} proposal(s) in flight when the run stopped")
             )
             if self.bandit is not None:  # closing them charged their arms in the store
                 self.bandit = self._restore_bandit()
-        for candidate_id, program in self.store.programs(self.run_name):
+        for candidate_id, program in programs:
             self.novelty.add(candidate_id, program)
 
     def submit(self, rng: random.Random, added: int) -> bool:
@@ -138,7 +139,7 @@ class Proposer:
             )
         self.proposals += 1
         parents = [parent.id] if partner_id is None else [parent.id, partner_id]
-        self._start(name, request, MutationJob(pick.island, parent, name, 0, arm), parents)
+        self._start(name, request, pick.island, parent, parents, arm)
         return True
 
     def finish(self, ref: ray.ObjectRef, *, room: bool) -> CandidateRecord | None:
@@ -157,7 +158,8 @@ class Proposer:
             self.events.emit(Event("failure", text))
             self.admission.settle(job, proposal.outcome, proposal.calls, detail=proposal.reason)
             # A crash or a lost task brings no calls back; the ledger writer stored them.
-            paid = proposal.calls or self.store.proposal_calls(job.proposal_id)
+            lost = not proposal.calls and job.mutator in LLM_OPERATORS
+            paid = self.store.proposal_calls(job.proposal_id) if lost else proposal.calls
             self._spend(paid, job.arm)
             return None
         self._spend(proposal.calls, job.arm)
@@ -178,10 +180,17 @@ class Proposer:
             self.to_finish.append(candidate.id)
 
     def _start(
-        self, name: str, request: MutationRequest, job: MutationJob, parents: Sequence[int]
+        self,
+        name: str,
+        request: MutationRequest,
+        island: int,
+        parent: CandidateRecord,
+        parents: Sequence[int],
+        arm: str | None = None,
     ) -> None:
+        """Open the proposal in the ledger, then send it to a Ray task."""
         proposal_id = self.store.open_proposal(
-            self.run_name, operator=name, parent_ids=parents, island=job.island, arm=job.arm
+            self.run_name, operator=name, parent_ids=parents, island=island, arm=arm
         )
         model_made = name in LLM_OPERATORS
         hooks = CallHooks(
@@ -192,7 +201,7 @@ class Proposer:
         keys = self.keys if model_made else Keys()
         mutator = self.finisher if name == FINISHER else self.mutators[name][0]
         ref = workers.propose.remote(mutator, request, keys, hooks)
-        self.in_flight[ref] = MutationJob(job.island, job.parent, name, proposal_id, job.arm)
+        self.in_flight[ref] = MutationJob(island, parent, name, proposal_id, arm)
 
     def _restore_bandit(self) -> CostAwareBandit:
         """Arms are the configured model operators times the models; what they learnt before
@@ -228,7 +237,7 @@ class Proposer:
         self.to_finish.rotate(-1)
         self.finishes += 1
         request = MutationRequest(self.briefing.parent(parent), (), rng.getrandbits(63))
-        self._start(FINISHER, request, MutationJob(parent.island, parent, FINISHER, 0), [parent.id])
+        self._start(FINISHER, request, parent.island, parent, [parent.id])
         return True
 
     def _spend(self, calls: Sequence, arm: str | None) -> None:

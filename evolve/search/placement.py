@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from evolve.program import Program
 from evolve.results import EvalResult
 from evolve.scoring import score
 from evolve.search.strategy import Scored
@@ -30,10 +31,13 @@ def placement(
     return Scored(candidate.id, candidate.island, candidate.score, metrics, code_length)
 
 
-def stored_placements(store: Store, run_name: str) -> list[Scored]:
-    """Every scored candidate of the run, oldest first, for a resumed search."""
+def stored_placements(
+    store: Store, run_name: str, programs: Sequence[tuple[int, Program]]
+) -> list[Scored]:
+    """Every scored candidate of the run, oldest first, for a resumed search; `programs`
+    are the run's (Store.programs), read once for this and the novelty index."""
     metrics = store.scoring_metrics(run_name)
-    lengths = {id_: program.code_length for id_, program in store.programs(run_name)}
+    lengths = {id_: program.code_length for id_, program in programs}
     return [
         Scored(id_, island, value, metrics.get(id_, {}), lengths[id_])
         for id_, island, value in store.scored(run_name)
