@@ -122,6 +122,7 @@ def test_no_key_reaches_ray_a_candidate_the_store_the_results_or_the_logs(tmp_pa
         model = {"model": "scripted", "base_url": server.openai_url, "api_key_env": KEY_VAR}
         task = write_matmul_task(tmp_path, model, mutator="diff", candidates=3, n=64)
         env = {**os.environ, KEY_VAR: KEY, "OPENAI_API_KEY": BYSTANDER}
+        started = time.time()
         driver = subprocess.Popen(
             [sys.executable, "-m", "evolve", "run", str(task), "--name", "keys", "--workers", "1",
              "--plain"],
@@ -141,7 +142,13 @@ def test_no_key_reaches_ray_a_candidate_the_store_the_results_or_the_logs(tmp_pa
     assert any(PROBE_LINE in text and "own: none" in text for text in feedback), (
         "the hunting candidate did not run, or its report was not stored"
     )
-    sessions = glob.glob(f"/tmp/ray/session_*_{driver.pid}")  # Ray names it after the driver
+    # Ray names the folder after the driver's pid; on a shared machine an older session of
+    # a process that had the same pid may still lie there.
+    sessions = [
+        path
+        for path in glob.glob(f"/tmp/ray/session_*_{driver.pid}")
+        if os.path.getmtime(path) >= started - 1
+    ]
     assert len(sessions) == 1, sessions
     for secret in (KEY, BYSTANDER):
         assert secret not in out + err
