@@ -4,8 +4,11 @@ Prints: the seed's time on the fast tier and on the whole cascade (fast + train 
 each tier a decide run and a replay run), and per-decision overhead: replay through the
 channel minus a stock compile of the same objects, divided by the decisions made. Each
 figure is the median of --repeats runs with its spread. The replay cache is cleared
-before each timed run, so every run compiles everything.
-Run: `.venv/bin/python bench/llvm_inline.py [--backend docker|process] [--repeats 3]`.
+before each timed run, so every run compiles everything. --opt-level picks the pipeline
+the seed joins (the evaluator's default, -Oz, unless given); the last lines are stock
+clang at that level over -Oz, per tier.
+Run: `.venv/bin/python bench/llvm_inline.py [--backend docker|process] [--repeats 3]
+[--opt-level -Os]`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 
 from evaluators.llvm_inline import LLVMInlineEvaluator
 from evaluators.llvm_inline.jobs import manifest, run_driver
+from evaluators.llvm_inline.params import LLVMInlineParams
 from evaluators.llvm_inline.scoring import geomean_ratio
 from evolve.program import Program
 from evolve.sandbox import Limits, Sandbox, open_sandbox
@@ -61,9 +65,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="docker", choices=["docker", "process"])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--opt-level", default=LLVMInlineParams().opt_level)
     args = parser.parse_args()
     sandbox = open_sandbox(args.backend)
-    evaluator = LLVMInlineEvaluator({}, TASK_DIR)
+    evaluator = LLVMInlineEvaluator({"opt_level": args.opt_level}, TASK_DIR)
     evaluator.limits = Limits(timeout_s=300)
     seed = Program.from_paths([TASK_DIR / "policy.py"], TASK_DIR)
     try:

@@ -107,8 +107,30 @@ def _pattern(regex: str, make: Callable[[re.Match[str]], Meaning]) -> Pattern:
     return re.compile(regex), make
 
 
+# code_layout's counts, each from callgrind's simulation of the workloads.
+LAYOUT_MEASURES = {
+    "i1": "I1 misses",
+    "ll": "last-level instruction misses",
+    "lines": "distinct 64 B lines of the program's text where an executed instruction starts",
+    "pages": "distinct 4 KiB pages of the program's text where an executed instruction starts",
+}
+
+
+def _layout_ratio(match: re.Match[str]) -> Meaning:
+    split = "held-out" if match[1] else "training"
+    what = LAYOUT_MEASURES[match[2]]
+    return Meaning(
+        match[0], "", f"geomean over the {split} workloads of {what} / the default order's"
+    )
+
+
 PATTERNS = (
     _pattern(r"^text\..+$", lambda m: Meaning("text.<file>", "B", ".text bytes of that file")),
+    _pattern(r"^(heldout_)?(i1|ll|lines|pages)_ratio$", _layout_ratio),
+    _pattern(
+        r"^(train|heldout)_(i1|ll|lines|pages)$",
+        lambda m: Meaning(m[0], "", f"{LAYOUT_MEASURES[m[2]]}, summed over the {m[1]} workloads"),
+    ),
     _pattern(
         r"^(\w+)_text_bytes$", lambda m: Meaning(m[0], "B", f"total .text bytes, {m[1]} files")
     ),

@@ -16,8 +16,9 @@ import yaml
 from pydantic import ValidationError
 
 from evaluators.llvm_inline import LLVMInlineEvaluator
-from evaluators.llvm_inline.jobs import manifest, run_driver
+from evaluators.llvm_inline.jobs import Compiled, manifest, run_driver
 from evaluators.llvm_inline.params import LLVMInlineParams
+from evaluators.llvm_inline.scoring import compare_guards
 from evaluators.llvm_inline.units import Unit
 from evolve.program import Program
 from evolve.sandbox import Limits
@@ -39,6 +40,7 @@ int entry(int a) { return add(a, 3) + sum(&a, 1); }
 """
 TINY_UNIT = Unit("tiny", "tiny.c", "fast")
 LIMITS = Limits(timeout_s=30)
+LEVEL = LLVMInlineParams().opt_level  # the pipeline a task joins unless it says otherwise
 
 
 def policy(body: str, prelude: str = "") -> Program:
@@ -67,7 +69,7 @@ def decide(
     """The decide run on the tiny file; StageFailed if the candidate misbehaves."""
     settings = LLVMInlineParams.model_validate(params)
     plan = manifest(
-        settings, "decide", [TINY_UNIT], level="-Os", timeout_s=20, policy="candidate/policy.py"
+        settings, "decide", [TINY_UNIT], level=LEVEL, timeout_s=20, policy="candidate/policy.py"
     )
     files = {f"candidate/{p}": t for p, t in program.as_bytes().items()}
     return run_driver(Runner(sandbox, limits), plan, {"tiny.c": TINY}, files)
@@ -76,13 +78,13 @@ def decide(
 def replay(sandbox: ProcessSandbox, decisions: str) -> list:
     settings = LLVMInlineParams()
     plan = manifest(
-        settings, "replay", [TINY_UNIT], level="-Os", timeout_s=20, decisions={"tiny": decisions}
+        settings, "replay", [TINY_UNIT], level=LEVEL, timeout_s=20, decisions={"tiny": decisions}
     )
     return run_driver(Runner(sandbox, LIMITS), plan, {"tiny.c": TINY})
 
 
 def stock(sandbox: ProcessSandbox) -> list:
-    plan = manifest(LLVMInlineParams(), "stock", [TINY_UNIT], level="-Os", timeout_s=20)
+    plan = manifest(LLVMInlineParams(), "stock", [TINY_UNIT], level=LEVEL, timeout_s=20)
     return run_driver(Runner(sandbox, LIMITS), plan, {"tiny.c": TINY})
 
 
@@ -192,7 +194,21 @@ def evaluator(sandbox: ProcessSandbox) -> LLVMInlineEvaluator:
     return prepared
 
 
-def test_replaying_llvms_default_reproduces_stock_os_on_the_corpus(
+def test_llvm_inlines_at_minus_oz_by_default() -> None:
+    assert LEVEL == "-Oz"  # what size-conscious builds use, and what sizes are ratios to
+    assert LLVMInlineParams().reference_level == LEVEL
+
+
+def test_a_changed_guard_output_names_the_stock_build_it_differs_from() -> None:
+    stock = {"prog": (0, "ok\n")}
+    same = [Compiled("prog", "01", 0.1, guard=(0, "ok\n"))]
+    other = [Compiled("prog", "01", 0.1, guard=(1, "bad\n"))]
+    assert compare_guards(same, stock, "-Oz") is None
+    changed = compare_guards(other, stock, "-Oz")
+    assert changed is not None and "stock -Oz build exited 0" in changed and "bad" in changed
+
+
+def test_replaying_llvms_default_reproduces_the_stock_build_on_the_corpus(
     evaluator: LLVMInlineEvaluator, sandbox: ProcessSandbox
 ) -> None:
     assert evaluator.baseline is not None
@@ -217,6 +233,8 @@ def test_the_seed_passes_the_cascade_with_split_metrics(
     assert result.metrics["text.zlib-minigzip"] > 0 and "text.zlib-gun" in result.metrics
     assert "inlined" in result.feedback and "x -Oz" in result.feedback
     assert result.metrics["compile_s"] > 0 and "s CPU" in result.feedback
+    # At its default knobs the seed is LLVM's own -Oz rule: every object is stock -Oz's.
+    assert result.metrics["size_ratio"] == result.metrics["heldout_ratio"] == 1.0
 
 
 def test_a_worse_fast_tier_skips_the_training_corpus(
@@ -234,8 +252,8 @@ def test_a_hostile_candidate_fails_and_the_next_one_is_scored(
     hostile = evaluator.evaluate(policy("while True:\n    pass"), sandbox, seed=1)
     assert hostile.status == "fast_tier_failed" and "took longer than" in hostile.feedback
     after = evaluator.evaluate(DEFAULT, sandbox, seed=2)
-    assert after.status == "fast_tier_failed"  # stock -Os is worse than the seed: gated out
-    assert after.metrics["fast_ratio"] > evaluator.seed_fast_ratio  # type: ignore[operator]
+    assert after.ok, after.feedback  # LLVM's own advice rebuilds the reference, stock -Oz
+    assert after.metrics["size_ratio"] == after.metrics["heldout_ratio"] == 1.0
 
 
 def test_an_agents_draft_runs_the_fast_tier_without_prepare(sandbox: ProcessSandbox) -> None:

@@ -19,6 +19,7 @@ from evaluators.llvm_inline.jobs import manifest, run_driver
 from evaluators.llvm_inline.params import LLVMInlineParams
 from evaluators.llvm_inline.plugin import PLUGIN, build_advisor, build_plugin
 from evaluators.llvm_inline.units import Unit
+from evolve.knobs import find_knobs, set_knobs
 from evolve.program import Program
 from evolve.sandbox import Limits
 from evolve.stages import Runner, StageFailed
@@ -54,6 +55,7 @@ int entry(int a) { return add(a, 3) + sum(&a, 1) + spin(a) + spin(a + 1); }
 """
 TINY_UNIT = Unit("tiny", "tiny.c", "fast")
 LIMITS = Limits(timeout_s=30)
+LEVEL = LLVMInlineParams().opt_level
 
 
 def cpp_policy(body: str, prelude: str = "") -> Program:
@@ -92,7 +94,7 @@ def decide_cpp(sandbox: ProcessSandbox, advisor: bytes, program: Program, **para
     settings = LLVMInlineParams.model_validate({"policy_language": "cpp", **params})
     run = Runner(sandbox, LIMITS)
     plugin = build_plugin(run, settings, advisor, program)
-    plan = manifest(settings, "decide", [TINY_UNIT], level="-Os", timeout_s=20, plugin=PLUGIN)
+    plan = manifest(settings, "decide", [TINY_UNIT], level=LEVEL, timeout_s=20, plugin=PLUGIN)
     return run_driver(run, plan, {"tiny.c": TINY}, {PLUGIN: plugin})
 
 
@@ -101,7 +103,7 @@ def decide_py(sandbox: ProcessSandbox, program: Program):
         LLVMInlineParams(),
         "decide",
         [TINY_UNIT],
-        level="-Os",
+        level=LEVEL,
         timeout_s=20,
         policy="candidate/policy.py",
     )
@@ -114,7 +116,7 @@ def replay(sandbox: ProcessSandbox, decisions: str):
         LLVMInlineParams(),
         "replay",
         [TINY_UNIT],
-        level="-Os",
+        level=LEVEL,
         timeout_s=20,
         decisions={"tiny": decisions},
     )
@@ -212,6 +214,27 @@ def test_the_cpp_seed_builds_and_scores_like_the_python_seed_on_the_fast_tier(
     python, python_seed = evaluator_for(PY_TASK)
     same_rule = python.draft(python_seed, sandbox, seed=0)
     assert drafted.metrics == same_rule.metrics  # same decisions, so the same objects
+
+
+def test_the_seeds_decide_alike_with_every_knob_moved(
+    sandbox: ProcessSandbox, cpp_evaluator: tuple[LLVMInlineEvaluator, Program]
+) -> None:
+    """At their default knobs every feature term is zero, so the seeds' agreement there says
+    nothing about the features; moved knobs make each one count."""
+    evaluator, cpp_seed = cpp_evaluator
+    python, python_seed = evaluator_for(PY_TASK)
+    moved = [-20, 400, 12, 30, 9, 15]  # the knobs in the seeds' common order
+    drafts = []
+    for route, seed in ((evaluator, cpp_seed), (python, python_seed)):
+        knobs = find_knobs(seed)
+        assert [k.value for k in knobs] == [5, 15000, 0, 0, 0, 0]
+        tuned = set_knobs(seed, knobs, dict(enumerate(moved)))
+        drafts.append(route.draft(tuned, sandbox, seed=0))
+    from_cpp, from_py = drafts
+    assert from_cpp.ok and from_py.ok, from_cpp.feedback + from_py.feedback
+    assert from_cpp.metrics == from_py.metrics
+    untuned = python.draft(python_seed, sandbox, seed=0)
+    assert from_py.metrics["fast_ratio"] != untuned.metrics["fast_ratio"]  # they did move
 
 
 def test_a_candidate_that_does_not_build_is_build_failed(

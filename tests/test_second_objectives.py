@@ -139,7 +139,7 @@ def test_the_inlining_pareto_tasks_rank_size_first_and_compile_time_second(folde
         objectives = {o.name: o for o in spec.objectives}
         assert [o.direction for o in objectives.values()] == ["minimize", "minimize"]
         # One CPU second of compile weighs less than the 0.09% of size that the README's
-        # example run gained over the seed.
+        # example runs gained over their seeds (0.09% at -Os, 0.2% at -Oz, on training).
         slower = score({"size_ratio": 1.0, "compile_s": 1.0}, spec.objectives)
         faster = score({"size_ratio": 1.0, "compile_s": 0.0}, spec.objectives)
         assert slower is not None and faster is not None and 0 < faster - slower < 0.0009

@@ -185,7 +185,7 @@ class LLVMInlineEvaluator:
             for tier in tiers:
                 with stage(stages, tier) as current:
                     compiled = self.decide_and_replay(run, program, tier, plugin)
-                    changed = compare_guards(compiled, baseline.guards)
+                    changed = compare_guards(compiled, baseline.guards, params.opt_level)
                     if changed:
                         raise StageFailed(changed)
                     sizes = {unit.name: unit.text_bytes for unit in compiled}

@@ -24,7 +24,7 @@ struct CallSite {
   // LLVM's estimate of the cost of inlining (about 5 per instruction); below 0 means inlining
   // is expected to shrink the code.
   int64_t cost_estimate = 0;
-  // LLVM's own -Os advice for this call: 1 to inline.
+  // LLVM's own advice for this call at the pipeline's level (-Oz by default): 1 to inline.
   int64_t inlining_default = 0;
 
   // Properties of the two functions before inlining (llvm::FunctionPropertiesInfo).

@@ -20,7 +20,9 @@ class LLVMInlineParams(BaseModel):
     llvm_config: str = Field("llvm-config-19", description="the plugin's LLVM flags")
     size_tool: str = Field("llvm-size-19", description="measures .text in the sandbox")
     opt_level: str = Field(
-        "-Os", pattern=r"^-O[sz123]$", description="the pipeline the policy joins"
+        "-Oz",
+        pattern=r"^-O[sz123]$",
+        description="the pipeline the policy joins; guards compare with its stock build",
     )
     reference_level: str = Field(
         "-Oz", pattern=r"^-O[sz123]$", description="sizes are ratios to it"

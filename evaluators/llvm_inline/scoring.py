@@ -16,9 +16,10 @@ def geomean_ratio(sizes: Mapping[str, int], reference: Mapping[str, int]) -> flo
 
 
 def compare_guards(
-    compiled: list[Compiled], stock: Mapping[str, tuple[int | None, str]]
+    compiled: list[Compiled], stock: Mapping[str, tuple[int | None, str]], level: str
 ) -> str | None:
-    """Why a guard program's behaviour differs from the stock build's; None if none does."""
+    """Why a guard program's behaviour differs from the stock build's at `level`; None if
+    none does."""
     for unit in compiled:
         if unit.guard is None:
             continue
@@ -27,7 +28,7 @@ def compare_guards(
             code, output = unit.guard
             return (
                 f"behaviour changed: the guard program {unit.name} exited {code} and printed:\n"
-                f"{output[:800]}\nbut the stock -Os build exited {expected[0]} and printed:\n"
+                f"{output[:800]}\nbut the stock {level} build exited {expected[0]} and printed:\n"
                 f"{expected[1][:800]}"
             )
     return None

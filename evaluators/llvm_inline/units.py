@@ -7,7 +7,8 @@ a task asks for it. The sqlean extensions make up most of training because they 
 quickly and are real, varied C; sqlean-regexp is left out since it does not build on its own.
 
 A guard links a unit into a program and runs it; its output under a candidate's decisions
-must equal its output under stock -Os. Guards cover every program that has a natural test.
+must equal its output under the stock build at the task's opt_level. Guards cover every
+program that has a natural test.
 """
 
 from __future__ import annotations
