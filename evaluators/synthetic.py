@@ -37,6 +37,9 @@ class SyntheticParams(BaseModel):
     suspect_drift: float = Field(
         1.0, gt=0, description="a suspect's distance grows this much per measurement on a worker"
     )
+    flaky_first: int = Field(
+        0, ge=0, description="the first N evaluations on each worker time out, as on a loaded node"
+    )
 
 
 SUSPECT_DISTANCE = 1e-6
@@ -53,12 +56,17 @@ class SyntheticEvaluator:
         # Measurements so far by code hash; each worker counts on its own copy, so a test
         # of the drift runs one worker.
         self.measured: Counter[str] = Counter()
+        self.evaluations = 0  # on this worker
 
     def prepare(self, seed: Program, sandbox: Sandbox, workdir: Path) -> None:
         find_knobs(seed)
 
     def evaluate(self, program: Program, sandbox: Sandbox, *, seed: int) -> EvalResult:
         started = time.perf_counter()
+        self.evaluations += 1
+        if self.evaluations <= self.params.flaky_first:
+            stage = StageResult("check", False, 0.0, "timed out (flaky_first)", timed_out=True)
+            return EvalResult.from_stages([stage])
         if self.params.delay_s:
             time.sleep(self.params.delay_s)
         total = sum(float(k.value) for k in find_knobs(program) if k.kind != "choice")

@@ -34,7 +34,7 @@ from evolve.events import Event, EventLog, Observer, Snapshot
 from evolve.mutators.factory import make_mutators
 from evolve.pool import WorkerPool
 from evolve.proposals import Proposer
-from evolve.results import ERROR, EvalResult
+from evolve.results import ERROR, TIMEOUT, EvalResult
 from evolve.scoring import score
 from evolve.search import make_strategy
 from evolve.search.bandit import improvement_reward
@@ -45,6 +45,8 @@ from evolve.taskfile import LoadedTask
 from evolve.watchdog import Watchdog, evaluation_deadline
 
 log = logging.getLogger("evolve.engine")
+
+SEED_TRIES = 3  # evaluations of the seed that may time out or crash before the run gives up
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,7 @@ class Engine:
             events=self.events,
             services=self.services,
         )
-        self.recorded = self.failed = 0
+        self.recorded = self.failed = self.seed_tries = 0
 
     # -- set-up -----------------------------------------------------------------------
 
@@ -214,8 +216,30 @@ class Engine:
         ):
             pass
 
+    def _retry_seed(self, job: Job, result: EvalResult) -> bool:
+        """Whether the seed's failed evaluation is tried again instead of recorded: one that
+        timed out or crashed (a loaded node, a lost worker) may pass on the next try, and
+        without the seed nothing can be evolved. A deterministic failure is not retried."""
+        if job.candidate.id != self.seed_id or job.kind != "evaluate":
+            return False
+        if result.status not in (TIMEOUT, ERROR):
+            return False
+        self.seed_tries += 1
+        if self.seed_tries >= SEED_TRIES:
+            return False
+        text = (
+            f"the seed's evaluation ended {result.status} (try {self.seed_tries} of "
+            f"{SEED_TRIES}); trying again"
+        )
+        log.warning("%s: %s", text, result.feedback[-1000:])
+        self.events.emit(Event("warning", text, job.candidate.id))
+        self.dispatch.add(Job(job.candidate, "evaluate"), first=True)
+        return True
+
     def _record_result(self, job: Job, finished: workers.Finished) -> None:
         result = finished.result
+        if self._retry_seed(job, result):
+            return
         if result.status == ERROR:  # the evaluator's fault, or the worker's: its traceback
             log.error("#%d on %s: %s", job.candidate.id, finished.worker, result.feedback)
         value = score(result.metrics, self.spec.objectives) if result.ok else None

@@ -192,6 +192,12 @@ def _usable_cores() -> int | None:
     return os.cpu_count()
 
 
+def cpu_model() -> str:
+    """This machine's CPU as /proc/cpuinfo names it (or the platform's word for it)."""
+    info = _cpuinfo()
+    return info.get("model name") or info.get("Hardware") or platform.processor() or "unknown"
+
+
 def _cpuinfo() -> dict[str, str]:
     """The first processor's fields from /proc/cpuinfo (the rest repeat them)."""
     fields: dict[str, str] = {}

@@ -14,13 +14,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from evolve import cluster, orphans, store_location
+from evolve import cluster, lease, orphans, store_location
 from evolve.engine import Engine
 from evolve.mutators.llm import key_names
 from evolve.pool import SetupFailed
-from evolve.processes import ProcessId
 from evolve.runlog import run_log
 from evolve.runs import new_run_name, run_dir
 from evolve.sandbox_choice import usable_sandbox
@@ -98,12 +97,15 @@ def new_run(
                 f"[red]error:[/red] a run named {run_name!r} exists: use --resume {run_name}"
             )
             sys.exit(2)
+        me = lease.holder()
         record = store.create_run(
             run_name,
             task_path=str(task.path),
             task_yaml=task.text,
             seed=seed or 0,
             settings={
+                "host": me["host"],  # whose newest run a bare --resume means
+                "user": me["user"],
                 "workers": options.workers,
                 "task_sha256": task.digest,
                 "task_files": dict(task.files),
@@ -111,21 +113,28 @@ def new_run(
                 "strategy": task.spec.search.strategy,
             },
         )
-        execute(task, store, record, options, location.results)
+        lease.take(store, run_name, me)  # a new run: nobody else can hold it
+        execute(task, store, record, options, location.results, me)
 
 
 def resumed_run(
     options: RunOptions, resume: str | None, db: str | None, results: Path | None
 ) -> None:
-    """Resume the run named `resume` (None: the latest). Every reason not to is found before
-    Ray starts, and exits 2."""
+    """Resume the run named `resume` (None: the newest this user started on this host).
+    Every reason not to is found before Ray starts, and exits 2."""
     location = found_store(db, results)
+    me = lease.holder()
     with open_store(location.url) as store:
-        record = store.latest_run() if resume is None else store.get_run(resume)
+        if resume is None:
+            record = store.latest_run(host=me["host"], user=me["user"])
+        else:
+            record = store.get_run(resume)
     if record is None:
-        wanted = "to resume" if resume is None else repr(resume)
-        errors.print(f"[red]error:[/red] no run {wanted} in the store")
+        wanted = f"that {me['user']} started on {me['host']}" if resume is None else repr(resume)
+        errors.print(f"[red]error:[/red] no run {wanted} in the store", highlight=False)
         sys.exit(2)
+    if resume is None:
+        console.print(f"the newest run {me['user']} started on {me['host']}: {record.name}")
     try:
         task = parse_task(record.task_yaml, Path(record.task_path))
     except TaskFileError as exc:
@@ -141,10 +150,16 @@ def resumed_run(
         )
         sys.exit(2)
     task = usable_sandbox(options.budgeted(task), options.backend)
+    with open_store(location.url) as store:
+        try:
+            lease.take(store, record.name, me)
+        except lease.LeaseHeld as held:
+            errors.print(f"[red]error:[/red] {held}", highlight=False)
+            sys.exit(2)
     console.print(f"resuming run [bold]{record.name}[/bold]")
     with _ray(options.ray_address, task), open_store(location.url) as store:
         workers = options.workers or record.settings.get("workers")
-        execute(task, store, record, replace(options, workers=workers), location.results)
+        execute(task, store, record, replace(options, workers=workers), location.results, me)
 
 
 @contextmanager
@@ -165,8 +180,14 @@ def _ray(address: str | None, task: LoadedTask) -> Iterator[None]:
 
 
 def execute(
-    task: LoadedTask, store: Store, record: RunRecord, options: RunOptions, results: Path
+    task: LoadedTask,
+    store: Store,
+    record: RunRecord,
+    options: RunOptions,
+    results: Path,
+    me: dict[str, Any],
 ) -> None:
+    """Drive the run, whose lease `me` holds, to its end; the lease ends with its status."""
     run_name = record.name
     log_level = options.log_level
     folder = run_dir(results, run_name)
@@ -183,13 +204,25 @@ def execute(
         console.print(
             f"models: {models}; mutators: {', '.join(m.name for m in task.spec.mutators)}"
         )
-    workers = options.workers or max(1, cluster.cpu_count() - 1)
+    cpus = cluster.cpu_count()
+    workers = options.workers or max(1, cpus - 1)
+    if workers > cpus:  # each worker needs a CPU: the rest would wait for one forever
+        console.print(
+            f"[yellow]warning:[/yellow] {workers} workers asked for, but the cluster has "
+            f"{cpus} CPUs: running {cpus}"
+        )
+        log.warning("%d workers asked for on %d CPUs: running %d", workers, cpus, cpus)
+        workers = cpus
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stops as Ctrl-C does
-    store.set_run_status(run_name, "running", driver=ProcessId.here().to_json())
     live = not options.plain and console.is_terminal
     observer = Dashboard(store, run_name, console) if live else PlainLog(console)
+    heartbeat = lease.Heartbeat(store, run_name, me)
+
+    def end(status: str) -> None:
+        store.end_lease(run_name, me, status)
+
     try:
-        with observer, run_log(folder, log_level):
+        with heartbeat.running(), observer, run_log(folder, log_level):
             log.info("run %s starts with %d worker(s)", run_name, workers)
             if ray_logs := cluster.logs_folder():
                 log.info("what Ray's workers print is kept in %s", ray_logs)
@@ -200,11 +233,14 @@ def execute(
             )  # fmt: skip
             outcome = engine.run()
     except KeyboardInterrupt:
-        store.set_run_status(run_name, "stopped")
+        if heartbeat.lost:
+            errors.print(f"[red]error:[/red] another driver took run {run_name} over; stopped")
+            sys.exit(1)
+        end("stopped")
         console.print(f"\nstopped. Continue with: evolve run --resume {run_name}")
         sys.exit(130)
     except SetupFailed as exc:
-        store.set_run_status(run_name, "failed")
+        end("failed")
         log.error("the evaluator's set-up failed: %s", exc)
         errors.print(f"[red]error:[/red] {exc}", highlight=False)
         console.print(
@@ -213,7 +249,7 @@ def execute(
         )
         sys.exit(1)
     except Exception as exc:
-        store.set_run_status(run_name, "failed")
+        end("failed")
         errors.print(f"[red]error:[/red] {exc}", highlight=False)
         console.print(
             f"The store keeps what finished. Continue with: evolve run --resume {run_name}"
@@ -221,8 +257,8 @@ def execute(
         sys.exit(1)
     seed = store.candidate(outcome.seed_id)
     if seed is not None and seed.score is None and seed.status != "pending":
-        _seed_failed(store, task, record, seed)
-    store.set_run_status(run_name, "finished")
+        _seed_failed(store, task, record, seed, me)
+    end("finished")
     console.print(f"finished: {outcome.reason}")
     best = outcome.best
     if best is None:
@@ -243,10 +279,10 @@ def execute(
 
 
 def _seed_failed(
-    store: Store, task: LoadedTask, record: RunRecord, seed: CandidateRecord
+    store: Store, task: LoadedTask, record: RunRecord, seed: CandidateRecord, me: dict[str, Any]
 ) -> NoReturn:
     """A seed that fails leaves nothing to evolve: the run failed, and says why."""
-    store.set_run_status(record.name, "failed")
+    store.end_lease(record.name, me, "failed")
     evaluations = store.evaluations(seed.id)
     feedback = evaluations[-1].feedback.strip() if evaluations else ""
     log.error("the seed #%d failed (%s):\n%s", seed.id, seed.status, feedback)

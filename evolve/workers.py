@@ -20,6 +20,7 @@ from typing import Any
 import ray
 
 from evolve.evaluator import Evaluator
+from evolve.hardware import cpu_model
 from evolve.llm.hooks import CallHooks, hooked
 from evolve.mutators.base import MutationError, MutationRequest, Mutator, Proposal
 from evolve.program import Program
@@ -55,6 +56,13 @@ class EvaluationWorker:
         self.sandbox: Sandbox | None = None
         self.workdir = Path(tempfile.mkdtemp(prefix="evolve-worker-"))
         self.name = f"{name}@{socket.gethostname()}"
+        # Where every evaluation of this worker ran, stored with it: a timing means
+        # something only beside timings from the same kind of machine.
+        self.node = {
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "host": socket.gethostname(),
+            "cpu": cpu_model(),
+        }
 
     def prepare(self, seed: Program) -> str | None:
         """Open the sandbox and run the evaluator's per-worker set-up; the error, if any."""
@@ -81,6 +89,7 @@ class EvaluationWorker:
             result = EvalResult(UNAVAILABLE, feedback=str(exc))
         except Exception:
             result = EvalResult(ERROR, feedback="evaluator crashed:\n" + traceback.format_exc())
+        result.sandbox = {**result.sandbox, "node": self.node}
         return Finished(result, started, time.time(), self.name)
 
 

@@ -430,3 +430,41 @@ def test_the_score_and_the_metrics_shown_beside_it_come_from_one_measurement(
     assert "0.16" in row and "0.17" not in row, board
     console.print(candidate_view(store, store.candidate(candidate.id)))
     assert "gives the score" in console.export_text()
+
+
+LEASE_A = {"host": "node-a", "pid": 11, "started": 5, "user": "ann"}
+LEASE_B = {"host": "node-b", "pid": 22, "started": 7, "user": "bob"}
+
+
+def _bare_run(store: Store, name: str, **settings: str) -> None:
+    store.create_run(name, task_path="t.yaml", task_yaml="", seed=0, settings=settings)
+
+
+def test_a_live_lease_refuses_another_driver_and_a_quiet_one_is_taken_over(store: Store) -> None:
+    _bare_run(store, "r")
+    assert store.take_lease("r", LEASE_A, ttl_s=60) is None
+    held = store.take_lease("r", LEASE_B, ttl_s=60)
+    assert held is not None and held["host"] == "node-a" and held["user"] == "ann"
+    assert store.take_lease("r", LEASE_A, ttl_s=60) is None  # the holder itself may take it again
+    assert store.renew_lease("r", LEASE_A) and not store.renew_lease("r", LEASE_B)
+
+    assert store.take_lease("r", LEASE_B, ttl_s=0) is None  # A's heartbeat is older than 0 s
+    assert not store.renew_lease("r", LEASE_A)  # A learns at its next heartbeat that it lost
+    assert not store.end_lease("r", LEASE_A, "stopped")  # and leaves the run to B
+    record = store.get_run("r")
+    assert record is not None and record.status == "running" and record.driver["pid"] == 22
+
+    assert store.end_lease("r", LEASE_B, "finished")
+    record = store.get_run("r")
+    assert record is not None and record.status == "finished" and record.driver is None
+    assert store.take_lease("r", LEASE_A, ttl_s=60) is None  # a finished run is anyone's to resume
+
+
+def test_a_bare_resume_means_the_newest_run_of_this_user_on_this_host(store: Store) -> None:
+    # RUN, made by the fixture, records no host or user, as runs from before leases: anyone's
+    _bare_run(store, "ann-a", host="node-a", user="ann")
+    _bare_run(store, "bob-a", host="node-a", user="bob")
+    _bare_run(store, "ann-b", host="node-b", user="ann")
+    assert store.latest_run(host="node-a", user="ann").name == "ann-a"
+    assert store.latest_run(host="node-b", user="bob").name == RUN
+    assert store.latest_run().name == "ann-b"

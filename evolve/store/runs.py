@@ -1,4 +1,11 @@
-"""Run records: creating a run, reading it back, its status and driver, its wall time."""
+"""Run records: creating a run, reading it back, its status, its driver's lease, its wall
+time.
+
+A run has at most one driver. The driver holds a lease: the `driver` column names it
+(host, pid, start time, user) with its last heartbeat. Another driver may take the run
+over only once that heartbeat is older than the lease's length, so two drivers never
+spend one budget, and a driver killed on another machine frees its run by going quiet.
+"""
 
 from __future__ import annotations
 
@@ -54,10 +61,17 @@ class Runs(Database):
             row = session.get(Run, name)
             return None if row is None else RunRecord.of(row)
 
-    def latest_run(self) -> RunRecord | None:
+    def latest_run(self, *, host: str | None = None, user: str | None = None) -> RunRecord | None:
+        """The newest run; with `host` and `user`, the newest started by that user on that
+        host (a run from before they were recorded counts as anyone's)."""
         with self._read() as session:
-            row = session.scalars(select(Run).order_by(Run.created_at.desc()).limit(1)).first()
-            return None if row is None else RunRecord.of(row)
+            for row in session.scalars(select(Run).order_by(Run.created_at.desc())):
+                settings = row.settings or {}
+                if host is None or (
+                    settings.get("host", host) == host and settings.get("user", user) == user
+                ):
+                    return RunRecord.of(row)
+            return None
 
     def list_runs(self) -> list[RunRecord]:
         """Oldest first."""
@@ -77,6 +91,41 @@ class Runs(Database):
             row.status, row.updated_at = status, time.time()
             row.driver = dict(driver) if driver is not None and status == "running" else None
 
+    def take_lease(self, name: str, holder: Mapping[str, Any], ttl_s: float) -> dict | None:
+        """Make `holder` the driver of run `name`, unless another driver's lease is live (its
+        last heartbeat within `ttl_s`): then nothing changes and that driver is returned."""
+        now = time.time()
+        with self._write() as session, session.begin():
+            row = _locked_run(session, name)
+            current = row.driver if row.status == "running" else None
+            heartbeat = float(current.get("heartbeat", row.updated_at)) if current else 0.0
+            if current and not same_driver(current, holder) and now - heartbeat < ttl_s:
+                return dict(current)
+            row.status, row.updated_at = "running", now
+            row.driver = {**holder, "heartbeat": now}
+            return None
+
+    def renew_lease(self, name: str, holder: Mapping[str, Any]) -> bool:
+        """A heartbeat: False when `holder` no longer drives the run (another took it over)."""
+        now = time.time()
+        with self._write() as session, session.begin():
+            row = _locked_run(session, name)
+            if row.status != "running" or not row.driver or not same_driver(row.driver, holder):
+                return False
+            row.driver = {**row.driver, "heartbeat": now}
+            row.updated_at = now
+            return True
+
+    def end_lease(self, name: str, holder: Mapping[str, Any], status: str) -> bool:
+        """Set the run's final `status` and free it, if `holder` still drives it; a driver
+        whose lease was taken over leaves the run to its new driver (False)."""
+        with self._write() as session, session.begin():
+            row = _locked_run(session, name)
+            if row.driver and not same_driver(row.driver, holder):
+                return False
+        self.set_run_status(name, status)
+        return True
+
     def add_wall_time(self, name: str, seconds: float) -> None:
         """Adds rather than sets, so the wall-time budget spans every resume of the run."""
         with self._write() as session, session.begin():
@@ -89,3 +138,8 @@ def _locked_run(session: Session, name: str) -> Run:
     if row is None:
         raise KeyError(f"no run named {name!r}")
     return row
+
+
+def same_driver(one: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """One process: the same host, pid and start time (a reused pid starts later)."""
+    return all(one.get(key) == other.get(key) for key in ("host", "pid", "started"))

@@ -175,6 +175,9 @@ def candidate_view(store: Store, candidate: CandidateRecord) -> RenderableType:
     for evaluation in evaluations:
         gives = ", gives the score" if scoring is not None and evaluation.id == scoring.id else ""
         title = f"evaluation {evaluation.id} ({evaluation.kind}): {evaluation.status}{gives}"
+        node = evaluation.sandbox.get("node") if evaluation.sandbox else None
+        if node:
+            title += f"\non {node['host']} ({node['cpu']}), Ray node {node['node_id'][:12]}"
         table = Table(title=title)
         table.add_column("metric")
         table.add_column("value", justify="right")
