@@ -18,14 +18,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from evaluators.llvm_inline.corpus import user_cache
+
 log = logging.getLogger(__name__)
 
 
 def cache_root() -> Path:
-    """~/.cache/evolve/code_layout/v1, or under EVOLVE_CACHE_DIR or XDG_CACHE_HOME."""
-    base = os.environ.get("EVOLVE_CACHE_DIR") or os.environ.get("XDG_CACHE_HOME")
-    root = Path(base) / "evolve" if base else Path.home() / ".cache" / "evolve"
-    return root / "code_layout" / "v1"
+    return user_cache() / "code_layout" / "v1"
 
 
 def key(*parts: bytes | str) -> str:

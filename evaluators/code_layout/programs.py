@@ -25,6 +25,7 @@ from pathlib import Path
 
 from evaluators.code_layout.artifacts import cache_root
 from evaluators.llvm_inline.corpus import CorpusUnavailable, ensure_corpus
+from evaluators.llvm_inline.units import NO_EXTENSIONS
 
 LUPA_URL = (
     "https://files.pythonhosted.org/packages/c3/a6/"
@@ -32,16 +33,6 @@ LUPA_URL = (
 )
 LUPA_SHA256 = "d8022641b9ec8ecf2c5ecbe9f47e5a70e0b87c4b5ae921b92cb02a638e0acd08"
 READY = ".complete"
-
-# sqlean's sqlite3.c calls the extensions' entry point, which the plain shell leaves out.
-NO_EXTENSIONS = b"""\
-struct sqlite3;
-struct sqlite3_api_routines;
-int sqlite3_sqlean_init(struct sqlite3 *db, char **error, const struct sqlite3_api_routines *api) {
-  (void)db; (void)error; (void)api;
-  return 0;
-}
-"""
 
 
 @dataclass(frozen=True)
@@ -135,7 +126,7 @@ RECIPES = {
         argv=("{program}", ":memory:", ".read {workload}"),
         suffix=".sql",
         fetch=_sqlite_root,
-        generated={"no_extensions.c": NO_EXTENSIONS},
+        generated={"no_extensions.c": NO_EXTENSIONS.encode()},  # llvm_inline says why
     ),
     "lua": Recipe(
         name="lua",

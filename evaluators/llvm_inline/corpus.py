@@ -28,10 +28,15 @@ class CorpusUnavailable(RuntimeError):
     """The corpus is missing and could not be fetched; the message says how to fix it."""
 
 
-def cache_root() -> Path:
+def user_cache() -> Path:
+    """Where evolve keeps what it fetches and builds once: ~/.cache/evolve, or evolve/ under
+    EVOLVE_CACHE_DIR or XDG_CACHE_HOME."""
     base = os.environ.get("EVOLVE_CACHE_DIR") or os.environ.get("XDG_CACHE_HOME")
-    root = Path(base) / "evolve" if base else Path.home() / ".cache" / "evolve"
-    return root / "llvm_inline" / LAYOUT
+    return Path(base) / "evolve" if base else Path.home() / ".cache" / "evolve"
+
+
+def cache_root() -> Path:
+    return user_cache() / "llvm_inline" / LAYOUT
 
 
 def ensure_corpus(root: Path | None = None) -> Path:

@@ -80,16 +80,9 @@ class Runs(Database):
                 RunRecord.of(row) for row in session.scalars(select(Run).order_by(Run.created_at))
             ]
 
-    def set_run_status(
-        self, name: str, status: str, *, driver: Mapping[str, Any] | None = None
-    ) -> None:
-        """`driver` names the process that drives a `running` run; other statuses have none."""
-        if status not in RUN_STATUSES:
-            raise ValueError(f"run status must be one of {RUN_STATUSES}, not {status!r}")
-        with self._write() as session, session.begin():
-            row = _locked_run(session, name)
-            row.status, row.updated_at = status, time.time()
-            row.driver = dict(driver) if driver is not None and status == "running" else None
+    def set_run_status(self, name: str, status: str) -> None:
+        """Whoever drove the run, it has no driver now: a running run gets one by its lease."""
+        self.end_lease(name, None, status)
 
     def take_lease(self, name: str, holder: Mapping[str, Any], ttl_s: float) -> dict | None:
         """Make `holder` the driver of run `name`, unless another driver's lease is live (its
@@ -116,15 +109,18 @@ class Runs(Database):
             row.updated_at = now
             return True
 
-    def end_lease(self, name: str, holder: Mapping[str, Any], status: str) -> bool:
-        """Set the run's final `status` and free it, if `holder` still drives it; a driver
-        whose lease was taken over leaves the run to its new driver (False)."""
+    def end_lease(self, name: str, holder: Mapping[str, Any] | None, status: str) -> bool:
+        """Set the run's final `status` and free it, if `holder` still drives it (None:
+        whoever does); a driver whose lease was taken over leaves the run to its new driver
+        (False). One transaction, so no driver can take the run between check and write."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"run status must be one of {RUN_STATUSES}, not {status!r}")
         with self._write() as session, session.begin():
             row = _locked_run(session, name)
-            if row.driver and not same_driver(row.driver, holder):
+            if holder is not None and row.driver and not same_driver(row.driver, holder):
                 return False
-        self.set_run_status(name, status)
-        return True
+            row.status, row.updated_at, row.driver = status, time.time(), None
+            return True
 
     def add_wall_time(self, name: str, seconds: float) -> None:
         """Adds rather than sets, so the wall-time budget spans every resume of the run."""
