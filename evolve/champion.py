@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from evolve.plausibility import FLAGGED_METRIC, flag_lines, flag_reasons
 from evolve.results import OK, EvalResult
@@ -42,6 +43,11 @@ def agree(a: float, b: float, agreement: float) -> bool:
     (negative ones come from minimised objectives) and never holds for mixed signs."""
     larger = max(abs(a), abs(b))
     return larger - abs(a - b) >= agreement * larger
+
+
+def machine_kind(sandbox: dict[str, Any]) -> str | None:
+    """The CPU model an evaluation ran on, as its worker recorded it (evolve/workers.py)."""
+    return sandbox.get("node", {}).get("cpu")
 
 
 def flagged(evaluation: EvaluationRecord) -> bool:
@@ -121,7 +127,12 @@ class Referee:
             return None
         parent_id = candidate.parent_ids[0]
         passed = [e for e in self.store.evaluations(parent_id) if e.status == OK]
-        parent = passed[-1].metrics.get(STEP_METRIC) if passed else None
+        # Compared within one machine kind where the parent was measured on the child's:
+        # a step measured across kinds is partly the machines' difference. A parent measured
+        # only elsewhere is still compared, which errs towards a re-measurement.
+        kind = machine_kind(result.sandbox)
+        alike = [e for e in passed if machine_kind(e.sandbox) == kind] or passed
+        parent = alike[-1].metrics.get(STEP_METRIC) if alike else None
         if parent is None or not parent > 0 or math.isnan(child):
             return None
         step = child / parent

@@ -1,7 +1,10 @@
 """Keeping the evaluation workers busy, and hiding their troubles from the loop.
 
-Jobs wait in a queue for an idle worker. What is nobody's verdict on the candidate is dealt
-with here: a worker that died is replaced and its job retried, a sandbox that is down
+Jobs wait in a queue for an idle worker; a job may ask for a machine kind (a
+re-measurement, so that a candidate's measurements compare like with like) or to avoid a
+worker (the seed's retry), and waits for a worker that suits it while other jobs go ahead.
+What is nobody's verdict on the candidate is dealt with here: a worker that died is
+replaced (without waiting for the replacement) and its job retried, a sandbox that is down
 holds its job until it is back, and a worker past the watchdog's deadline is killed and
 replaced, its candidate timed out. The loop receives only results to record.
 """
@@ -34,6 +37,8 @@ class Job:
     kind: str  # "evaluate" or "remeasure"
     attempt: int = 1
     input_seed: int = 0  # drawn when the job is submitted
+    avoid: str | None = None  # a worker's name: run elsewhere if another worker can
+    cpu: str | None = None  # run on this machine kind if a worker of it is alive
 
 
 class Dispatcher:
@@ -56,11 +61,18 @@ class Dispatcher:
         return not self.queue and not self.in_flight
 
     def submit(self, rng: random.Random) -> None:
-        while self.queue and self.outage.may_submit() and (actor := self.pool.take()):
-            job = replace(self.queue.popleft(), input_seed=rng.getrandbits(63))
+        waiting: list[Job] = []  # jobs that no idle worker suits, kept in their order
+        while self.queue and self.pool.idle and self.outage.may_submit():
+            job = self.queue.popleft()
+            actor = self.pool.take(avoid=job.avoid, cpu=job.cpu)
+            if actor is None:
+                waiting.append(job)
+                continue
+            job = replace(job, input_seed=rng.getrandbits(63))
             ref = actor.evaluate.remote(job.candidate.program, job.input_seed)
             self.in_flight[ref] = (job, actor)
             self.watchdog.watch(ref)
+        self.queue.extendleft(reversed(waiting))
 
     def finish(self, ref: ray.ObjectRef) -> tuple[Job, Finished] | None:
         """The result to record, or None when the job went back to the queue."""
@@ -73,7 +85,7 @@ class Dispatcher:
             if job.attempt < MAX_ATTEMPTS:
                 text = f"worker died during #{job.candidate.id}; retrying"
                 self.events.emit(Event("warning", text))
-                self.add(Job(job.candidate, job.kind, job.attempt + 1), first=True)
+                self.add(replace(job, attempt=job.attempt + 1), first=True)
                 return None
             now = time.time()
             why = f"the evaluation worker died {MAX_ATTEMPTS} times: {exc}"

@@ -27,7 +27,7 @@ import ray
 from evolve import workers
 from evolve.budgets import Budgets
 from evolve.candidate_cache import CandidateCache
-from evolve.champion import Champion, Decision, Referee
+from evolve.champion import Champion, Decision, Referee, machine_kind
 from evolve.dispatch import Dispatcher, Job
 from evolve.evaluator import Evaluator
 from evolve.events import Event, EventLog, Observer, Snapshot
@@ -47,6 +47,7 @@ from evolve.watchdog import Watchdog, evaluation_deadline
 log = logging.getLogger("evolve.engine")
 
 SEED_TRIES = 3  # evaluations of the seed that may time out or crash before the run gives up
+IDLE_WAIT_S = 0.25  # the longest the loop sleeps before it looks at its workers again
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class Engine:
         self.added = max(self.added, 1)
         self.events = EventLog(observer)
         self.budgets = Budgets(self.spec.budget, store, run.name, wall_used_s=run.wall_s_used)
-        self.pool = WorkerPool(evaluator, self.spec.sandbox, task.seed, workers)
+        self.pool = WorkerPool(evaluator, self.spec.sandbox, task.seed, workers, self.events)
         deadline_s = evaluation_deadline(evaluator, self.spec.sandbox.limits())
         self.dispatch = Dispatcher(self.pool, Watchdog(deadline_s), self.events)
         # How long work in flight may outlive the wall-time budget: one sandbox run's limit.
@@ -113,7 +114,7 @@ class Engine:
         scored = stored_placements(self.store, self.run_name, programs)
         self.strategy.restore(scored, self.store.migrations(self.run_name))
         for candidate in self.champion.restore():
-            self.dispatch.add(Job(candidate, "remeasure"))
+            self.dispatch.add(self._remeasure(candidate))
         counts = self.store.status_counts(self.run_name)
         self.recorded = sum(n for status, n in counts.items() if status != "pending")
         self.failed = sum(n for status, n in counts.items() if status not in ("pending", "ok"))
@@ -125,7 +126,7 @@ class Engine:
     def run(self) -> Outcome:
         self._restore()
         self.pool.start()
-        self.events.emit(Event("info", f"{self.pool.size} evaluation worker(s) ready"))
+        self.events.emit(Event("info", f"starting {self.pool.size} evaluation worker(s)"))
         try:
             reason = self._loop()
         finally:
@@ -150,24 +151,31 @@ class Engine:
             self._propose()
             if self.dispatch.idle() and not self.proposer.in_flight:
                 return self._stop_reason() or self._stuck_reason()
-            refs = [*self.dispatch.in_flight, *self.proposer.in_flight]
-            if not refs:  # only jobs waiting for the sandbox to come back
-                time.sleep(self.dispatch.outage.wait_s())
+            self.pool.tend()
+            refs = [*self.dispatch.in_flight, *self.proposer.in_flight, *self.pool.refs()]
+            if not refs:  # jobs waiting for the sandbox to come back, or for room for a worker
+                time.sleep(self.dispatch.outage.wait_s() or IDLE_WAIT_S)
                 continue
-            ready, _ = ray.wait(refs, num_returns=1, timeout=0.25)
+            ready, _ = ray.wait(refs, num_returns=1, timeout=IDLE_WAIT_S)
             if ready:
                 ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
             for ref in ready:
                 if ref in self.dispatch.in_flight:
                     if finished := self.dispatch.finish(ref):
                         self._record_result(*finished)
-                elif child := self.proposer.finish(ref, room=self.budgets.room_for(self.added)):
-                    self.added += 1
-                    self.dispatch.add(Job(child, "evaluate"))
+                elif ref in self.proposer.in_flight:
+                    self._proposed(ref)
+                else:
+                    self.pool.started(ref)
             for job, finished in self.dispatch.overdue():
                 self._record_result(job, finished)
             self.budgets.flush_wall()
             self.events.tick(self._snapshot)
+
+    def _proposed(self, ref: ray.ObjectRef) -> None:
+        if child := self.proposer.finish(ref, room=self.budgets.room_for(self.added)):
+            self.added += 1
+            self.dispatch.add(Job(child, "evaluate"))
 
     def _out_of_time(self, overtime: float) -> str | None:
         """Past the wall-time budget nothing new starts. What is in flight may finish within
@@ -216,10 +224,12 @@ class Engine:
         ):
             pass
 
-    def _retry_seed(self, job: Job, result: EvalResult) -> bool:
+    def _retry_seed(self, job: Job, finished: workers.Finished) -> bool:
         """Whether the seed's failed evaluation is tried again instead of recorded: one that
-        timed out or crashed (a loaded node, a lost worker) may pass on the next try, and
-        without the seed nothing can be evolved. A deterministic failure is not retried."""
+        timed out or crashed (a loaded node, a lost worker) may pass on the next try, on
+        another worker where there is one, and without the seed nothing can be evolved. A
+        deterministic failure is not retried."""
+        result = finished.result
         if job.candidate.id != self.seed_id or job.kind != "evaluate":
             return False
         if result.status not in (TIMEOUT, ERROR):
@@ -228,17 +238,17 @@ class Engine:
         if self.seed_tries >= SEED_TRIES:
             return False
         text = (
-            f"the seed's evaluation ended {result.status} (try {self.seed_tries} of "
-            f"{SEED_TRIES}); trying again"
+            f"the seed's evaluation ended {result.status} on {finished.worker} (try "
+            f"{self.seed_tries} of {SEED_TRIES}); trying again, on another worker if there is one"
         )
         log.warning("%s: %s", text, result.feedback[-1000:])
         self.events.emit(Event("warning", text, job.candidate.id))
-        self.dispatch.add(Job(job.candidate, "evaluate"), first=True)
+        self.dispatch.add(Job(job.candidate, "evaluate", avoid=finished.worker), first=True)
         return True
 
     def _record_result(self, job: Job, finished: workers.Finished) -> None:
         result = finished.result
-        if self._retry_seed(job, result):
+        if self._retry_seed(job, finished):
             return
         if result.status == ERROR:  # the evaluator's fault, or the worker's: its traceback
             log.error("#%d on %s: %s", job.candidate.id, finished.worker, result.feedback)
@@ -303,8 +313,15 @@ class Engine:
 
     def _decide(self, candidate: CandidateRecord, decision: Decision) -> None:
         if decision.event == "remeasure":
-            self.dispatch.add(Job(candidate, "remeasure"), first=True)
+            self.dispatch.add(self._remeasure(candidate), first=True)
         self.events.emit(Event(decision.event, decision.text, candidate.id))
+
+    def _remeasure(self, candidate: CandidateRecord) -> Job:
+        """On the machine kind of the candidate's first measurement, where a worker of that
+        kind is alive: its score is the lowest of its measurements, and the referee compares
+        them, so they should come from one kind of machine."""
+        first = self.store.evaluations(candidate.id)[:1]
+        return Job(candidate, "remeasure", cpu=machine_kind(first[0].sandbox) if first else None)
 
     def _snapshot(self) -> Snapshot:
         best = self.champion.best
@@ -322,4 +339,5 @@ class Engine:
             spend=self.budgets.spend_line() if self.spec.llm else "",
             outage=self.services.outage_line(),
             search=self.strategy.summary(),
+            workers=self.pool.summary(),
         )

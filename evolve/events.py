@@ -32,12 +32,14 @@ class Snapshot:
     spend: str = ""  # what models cost so far, when a model is configured
     outage: str = ""  # providers whose circuit is open, and until when
     search: str = ""  # how the population stands (islands, cells, front)
+    workers: str = ""  # how many evaluation workers are ready, when not all are
 
     def progress_line(self) -> str:
         best = "-" if self.best_score is None else f"#{self.best_id} {self.best_score:.4g}"
         spent = f", {self.spend}" if self.spend else ""
         spent += f", {self.search}" if self.search else ""
         spent += f", {self.outage}" if self.outage else ""
+        spent += f", {self.workers}" if self.workers else ""
         return (
             f"{self.candidates}/{self.budget_candidates or '∞'} candidates, "
             f"{self.failed} failed, {self.elapsed_s:.0f}s, best {best}{spent}"

@@ -1,75 +1,263 @@
-"""The evaluation workers of one run: started together, each set up with the seed, handed
-out one job at a time, replaced when lost, and closed at the end."""
+"""The evaluation workers of one run: started, set up with the seed, handed out one job at
+a time, replaced when lost, and closed at the end.
+
+Nothing here waits on a worker. A worker is placed, then set up (its `prepare`, which may
+build and time the seed, or build a corpus for minutes) while the loop goes on with the
+workers it has; the loop hands the pool what finished through `started`, and calls `tend`
+on every turn. A worker that Ray has not placed START_DEADLINE_S after it was asked for
+(the cluster has no free CPU for it) is given up, and its slot stays empty: the pool has
+shrunk, and says so on the board and in the log. Every ROOM_POLL_S the pool asks Ray for
+free CPUs and fills empty slots as they appear, so it grows back when nodes return.
+"""
 
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass
 
 import ray
 from ray.actor import ActorHandle
+from ray.exceptions import RayError
 
 from evolve.evaluator import Evaluator
+from evolve.events import Event, EventLog
 from evolve.program import Program
 from evolve.task import SandboxSpec
-from evolve.workers import EvaluationWorker
+from evolve.workers import EvaluationWorker, Placement
 
 log = logging.getLogger("evolve.pool")
 
 CLOSE_TIMEOUT_S = 10.0  # for workers to remove their containers at the end of a run
+START_DEADLINE_S = 60.0  # for Ray to place a new worker on a node with a free CPU
+ROOM_POLL_S = 5.0  # how often a shrunk pool looks for free CPUs
+RETRY_AFTER_FAILED_SETUP_S = 30.0  # a slot whose set-up failed waits this long, then doubles
+MAX_RETRY_S = 600.0
 
 
 class SetupFailed(RuntimeError):
-    """The evaluator could not be set up on the workers (a missing GPU or tool, a broken
+    """The evaluator could not be set up on any worker (a missing GPU or tool, a broken
     seed): nothing can be evolved until the machine or the task changes."""
+
+
+@dataclass(frozen=True)
+class Placing:
+    """A worker asked for but not yet placed on a node."""
+
+    actor: ActorHandle
+    name: str
+    due: float  # time.monotonic() by which Ray must have placed it
 
 
 class WorkerPool:
     def __init__(
-        self, evaluator: Evaluator, sandbox: SandboxSpec, seed: Program, size: int
+        self,
+        evaluator: Evaluator,
+        sandbox: SandboxSpec,
+        seed: Program,
+        size: int,
+        events: EventLog,
     ) -> None:
         self.evaluator, self.sandbox, self.seed, self.size = evaluator, sandbox, seed, size
+        self.events = events
         self.idle: list[ActorHandle] = []
         self.busy: set[ActorHandle] = set()
+        self.workers: dict[ActorHandle, Placement] = {}
+        self.placing: dict[ray.ObjectRef, Placing] = {}
+        # Placed workers running their set-up: no deadline, as a set-up may build a corpus
+        # for minutes; the loop does not wait for it.
+        self.preparing: dict[ray.ObjectRef, ActorHandle] = {}
+        self.vacant = 0  # slots with no worker, waiting for room in the cluster
+        self.setup_errors: set[str] = set()
+        self._started = 0  # workers asked for so far, for their names
+        self._ever_ready = False
+        self._shrunk_said = False
+        self._next_room_check = 0.0
+        self._retry_wait_s = RETRY_AFTER_FAILED_SETUP_S
+
+    # -- growing and shrinking --------------------------------------------------------
 
     def start(self) -> None:
-        """Raises SetupFailed, with every distinct error, if any worker fails its set-up."""
-        actors = [self._new(f"worker-{i}") for i in range(self.size)]
-        errors = ray.get([a.prepare.remote(self.seed) for a in actors])
-        problems = sorted({e for e in errors if e})
-        if problems:
-            raise SetupFailed("evaluator set-up failed on the workers: " + "; ".join(problems))
-        self.idle = actors
+        """Ask for every worker at once; they become ready as their set-ups finish."""
+        for _ in range(self.size):
+            self._spawn()
 
-    def take(self) -> ActorHandle | None:
+    def ready_count(self) -> int:
+        return len(self.idle) + len(self.busy)
+
+    def coming(self) -> int:
+        return len(self.placing) + len(self.preparing)
+
+    def refs(self) -> list[ray.ObjectRef]:
+        """What the loop waits on for the pool, beside its evaluations."""
+        return [*self.placing, *self.preparing]
+
+    def started(self, ref: ray.ObjectRef) -> None:
+        """One of `refs()` is ready: a worker was placed, or finished its set-up."""
+        if ref in self.placing:
+            self._placed(ref)
+        else:
+            self._prepared(ref)
+
+    def _placed(self, ref: ray.ObjectRef) -> None:
+        placing = self.placing.pop(ref)
+        try:
+            where: Placement = ray.get(ref)
+        except RayError as exc:  # the actor could not be created, or its node died
+            self._lost_in_setup(placing.actor, placing.name, exc)
+            return
+        self.workers[placing.actor] = where
+        self.preparing[placing.actor.prepare.remote(self.seed)] = placing.actor
+
+    def _prepared(self, ref: ray.ObjectRef) -> None:
+        actor = self.preparing.pop(ref)
+        where = self.workers[actor]
+        try:
+            error: str | None = ray.get(ref)
+        except RayError as exc:
+            self._lost_in_setup(actor, where.name, exc)
+            return
+        if error is not None:
+            self.setup_errors.add(error)
+            log.warning("%s failed its set-up: %s", where.name, error)
+            self._next_room_check = time.monotonic() + self._retry_wait_s
+            self._retry_wait_s = min(MAX_RETRY_S, self._retry_wait_s * 2)
+            self._vacate(actor, f"{where.name} failed its set-up")
+            return
+        self.idle.append(actor)
+        self._ever_ready = True
+        self._retry_wait_s = RETRY_AFTER_FAILED_SETUP_S
+        ready = self.ready_count()
+        log.info("%s ready (node %s, %s)", where.name, where.node_id, where.cpu)
+        if self._shrunk_said and ready == self.size:
+            self._shrunk_said = False
+            self.events.emit(Event("info", f"the pool is back to {ready} worker(s)"))
+        elif not self._shrunk_said:
+            self.events.emit(Event("info", f"{where.name} ready ({ready} of {self.size})"))
+
+    def _lost_in_setup(self, actor: ActorHandle, name: str, exc: Exception) -> None:
+        """Before any worker was ready this counts as a set-up error (an actor that cannot
+        even be created is one); later it is a lost node, and the slot waits for room."""
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        log.warning("%s was lost while starting: %s", name, exc)
+        if not self._ever_ready:
+            self.setup_errors.add(f"{type(exc).__name__}: {first_line}")
+        self.workers.pop(actor, None)
+        self._vacate(actor, f"{name} was lost while starting")
+
+    def tend(self) -> None:
+        """Give up workers Ray could not place by their deadline, and fill empty slots where
+        Ray has room. Cheap when there is nothing to do: Ray is asked for room at most every
+        ROOM_POLL_S, and only while a slot is empty."""
+        now = time.monotonic()
+        for ref, placing in list(self.placing.items()):
+            if placing.due <= now:
+                del self.placing[ref]
+                self._vacate(
+                    placing.actor,
+                    f"{placing.name} was not placed within {START_DEADLINE_S:.0f} s "
+                    "(the cluster has no free CPU for it)",
+                )
+        if self.vacant and now >= self._next_room_check:
+            self._next_room_check = now + ROOM_POLL_S
+            free = int(ray.available_resources().get("CPU", 0))
+            for _ in range(min(self.vacant, free)):
+                self.vacant -= 1
+                self._spawn()
+
+    def replace(self, lost: ActorHandle) -> None:
+        """Kill first: a worker that hangs still holds its CPU, which its successor needs.
+        The successor is asked for at once; Ray places it when a CPU is free, and if none is
+        within START_DEADLINE_S the pool shrinks."""
+        where = self.workers.pop(lost, None)
+        log.warning("replacing %s, lost or overdue", where.name if where else "a worker")
+        self.busy.discard(lost)
+        ray.kill(lost, no_restart=True)
+        self._spawn()
+
+    def _spawn(self) -> None:
+        name = f"worker-{self._started}"
+        self._started += 1
+        actor = EvaluationWorker.remote(self.evaluator, self.sandbox, name)  # type: ignore[attr-defined]
+        due = time.monotonic() + START_DEADLINE_S
+        self.placing[actor.where.remote()] = Placing(actor, name, due)
+
+    def _vacate(self, actor: ActorHandle, why: str) -> None:
+        ray.kill(actor, no_restart=True)
+        self.vacant += 1
+        self._raise_if_hopeless()
+        ready, coming = self.ready_count(), self.coming()
+        text = (
+            f"{why}: the pool has {ready} of {self.size} worker(s) ready"
+            + (f" and {coming} starting" if coming else "")
+            + f"; it looks for free CPUs every {ROOM_POLL_S:.0f} s and grows back"
+        )
+        self._shrunk_said = True
+        self.events.emit(Event("warning", text))
+
+    def _raise_if_hopeless(self) -> None:
+        """Before any worker was ever ready, set-up errors with no worker left to try mean
+        the task or the machines are broken; after that, a failing node is only skipped."""
+        if self._ever_ready or self.coming() or not self.setup_errors:
+            return
+        problems = "; ".join(sorted(self.setup_errors))
+        raise SetupFailed(f"evaluator set-up failed on the workers: {problems}")
+
+    def summary(self) -> str:
+        """For the board, only when the pool is not whole."""
+        ready = self.ready_count()
+        if ready == self.size:
+            return ""
+        coming = self.coming()
+        return f"workers {ready}/{self.size}" + (f" ({coming} starting)" if coming else "")
+
+    # -- handing out work -------------------------------------------------------------
+
+    def take(self, *, avoid: str | None = None, cpu: str | None = None) -> ActorHandle | None:
+        """An idle worker, or None. `avoid` (a worker's name) asks for another worker, on
+        another host where possible; `cpu` asks for that machine kind. A job that asks waits
+        while a worker that would suit it is busy or starting, and takes what there is once
+        none would."""
         if not self.idle:
             return None
-        actor = self.idle.pop()
-        self.busy.add(actor)
-        return actor
+        choice = self._suitable(avoid, cpu)
+        if choice is None:
+            return None
+        self.idle.remove(choice)
+        self.busy.add(choice)
+        return choice
+
+    def _suitable(self, avoid: str | None, cpu: str | None) -> ActorHandle | None:
+        if avoid is None and cpu is None:
+            return self.idle[-1]
+        avoided_host = avoid.partition("@")[2] if avoid else None
+
+        def rank(actor: ActorHandle) -> tuple[bool, bool, bool]:
+            w = self.workers[actor]
+            return (
+                cpu is not None and w.cpu != cpu,
+                avoid is not None and w.name == avoid,
+                avoided_host is not None and w.host == avoided_host,
+            )
+
+        best = min(self.idle, key=rank)
+        if not any(rank(best)):
+            return best
+        # Nothing idle suits: wait if a suitable worker is busy, or may be starting.
+        if any(not any(rank(a)) for a in self.busy) or self.coming():
+            return None
+        return best
 
     def give_back(self, actor: ActorHandle) -> None:
         self.busy.discard(actor)
         self.idle.append(actor)
 
-    def replace(self, dead: ActorHandle) -> None:
-        """Kill first: a worker that hangs still holds its CPU, which its successor needs."""
-        log.warning("replacing a lost or overdue evaluation worker")
-        self.busy.discard(dead)
-        ray.kill(dead, no_restart=True)
-        actor = self._new("worker-r")
-        error = ray.get(actor.prepare.remote(self.seed))
-        if error:
-            raise RuntimeError(f"a replacement worker failed its set-up: {error}")
-        self.idle.append(actor)
-
     def stop(self) -> None:
-        """Idle workers close their sandboxes first; busy ones (after Ctrl-C) die at once,
-        and the next sandbox on this host reaps what they leave."""
+        """Idle workers close their sandboxes first; busy ones (after Ctrl-C) and those still
+        starting die at once, and the next sandbox on this host reaps what they leave."""
         closing = [actor.close.remote() for actor in self.idle]
         ray.wait(closing, num_returns=len(closing), timeout=CLOSE_TIMEOUT_S)
-        for actor in [*self.idle, *self.busy]:
+        starting = [p.actor for p in self.placing.values()] + list(self.preparing.values())
+        for actor in [*self.idle, *self.busy, *starting]:
             ray.kill(actor, no_restart=True)
-        self.idle, self.busy = [], set()
-
-    def _new(self, name: str) -> ActorHandle:
-        return EvaluationWorker.remote(self.evaluator, self.sandbox, name)  # type: ignore[attr-defined]
+        self.idle, self.busy, self.placing, self.preparing = [], set(), {}, {}

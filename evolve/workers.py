@@ -40,6 +40,16 @@ class Finished:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where a worker runs: jobs can ask for a machine kind, or for another worker."""
+
+    name: str  # "worker-3@host"
+    node_id: str
+    host: str
+    cpu: str
+
+
+@dataclass(frozen=True)
 class MutationFailed:
     reason: str
     calls: tuple[Any, ...] = ()  # model calls made on the way: paid for, so recorded
@@ -63,6 +73,10 @@ class EvaluationWorker:
             "host": socket.gethostname(),
             "cpu": cpu_model(),
         }
+
+    def where(self) -> Placement:
+        """Answers as soon as Ray has placed the actor, before its slow set-up."""
+        return Placement(self.name, **self.node)
 
     def prepare(self, seed: Program) -> str | None:
         """Open the sandbox and run the evaluator's per-worker set-up; the error, if any."""

@@ -42,7 +42,7 @@ def test_a_mutator_that_raises_leaves_its_traceback_in_the_run_log(tmp_path: Pat
     logged = path.read_text()
     assert "Traceback (most recent call last)" in logged
     assert "in broken_helper" in logged and "ZeroDivisionError: parent #" in logged
-    assert "evaluation worker(s) ready" in logged  # the engine's own decisions are there too
+    assert "starting 1 evaluation worker(s)" in logged  # the engine's own decisions are there too
 
 
 def test_the_level_decides_what_is_kept_and_the_handler_goes_afterwards(tmp_path: Path) -> None:

@@ -66,7 +66,8 @@ class Dashboard:
                 f"{s.evaluated} evaluated, {s.failed} failed, {s.in_flight} running"
                 + (f"; {s.search}" if s.search else "")
                 + (f"; {s.spend}" if s.spend else "")
-                + (f"; [bold red]{s.outage}[/bold red]" if s.outage else ""),
+                + (f"; [bold red]{s.outage}[/bold red]" if s.outage else "")
+                + (f"; [bold yellow]{s.workers}[/bold yellow]" if s.workers else ""),
             )
             self.progress.update(
                 self.wall,

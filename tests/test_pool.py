@@ -1,0 +1,163 @@
+"""The pool never holds the loop up: a worker that Ray cannot place is given up after a
+deadline while the others go on, the pool grows back when a CPU frees, a lost worker's
+successor is waited for by nobody, and the seed's retry goes to another worker.
+
+"No room" is made on the real local Ray instance by an actor that holds a CPU."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import ray
+
+from evolve import pool
+from evolve.engine import Engine, Outcome
+from evolve.events import Event, Snapshot
+from evolve.pool import WorkerPool
+from evolve.store import Store
+from evolve.taskfile import load_task, make_evaluator
+from evolve.workers import Placement
+from tests.conftest import write_synthetic_task
+
+
+@ray.remote(num_cpus=1)
+class CpuHog:
+    def ping(self) -> None:
+        return None
+
+
+class Watcher:
+    """Records what the board is told, and lets a test act on an event as it happens."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.snapshots: list[Snapshot] = []
+        self.on_event: Callable[[Event], None] = lambda event: None
+
+    def event(self, event: Event) -> None:
+        self.events.append(event)
+        self.on_event(event)
+
+    def tick(self, snapshot: Snapshot) -> None:
+        self.snapshots.append(snapshot)
+
+    def texts(self) -> list[str]:
+        return [e.text for e in self.events]
+
+
+@pytest.fixture
+def quick_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pool, "START_DEADLINE_S", 2.0)
+    monkeypatch.setattr(pool, "ROOM_POLL_S", 0.5)
+
+
+def _engine(
+    tmp_path: Path, *, workers: int, candidates: int, params: str
+) -> tuple[Engine, Store, Watcher]:
+    task = load_task(write_synthetic_task(tmp_path / "task", candidates=candidates, params=params))
+    store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
+    run = store.create_run("r", task_path=str(task.path), task_yaml=task.text, seed=3, settings={})
+    watcher = Watcher()
+    engine = Engine(
+        task, store, run, make_evaluator(task), workers=workers,
+        results_dir=tmp_path / "results", observer=watcher,
+    )  # fmt: skip
+    return engine, store, watcher
+
+
+def _workers_after(store: Store, since: float) -> set[str]:
+    return {e.worker for e in store.run_evaluations("r") if e.started_at >= since}
+
+
+@pytest.mark.usefixtures("ray_session", "quick_pool")
+def test_a_worker_with_no_room_is_given_up_and_the_pool_grows_back_when_a_cpu_frees(
+    tmp_path: Path,
+) -> None:
+    hog = CpuHog.remote()  # type: ignore[attr-defined]
+    ray.get(hog.ping.remote())  # one of the two CPUs is taken before the run starts
+    engine, store, watcher = _engine(
+        tmp_path, workers=2, candidates=60, params="{target: 100, delay_s: 0.1}"
+    )
+    freed: list[float] = []
+
+    def free_the_cpu(event: Event) -> None:
+        if "was not placed within 2 s" in event.text and not freed:
+            ray.kill(hog)
+            freed.append(time.time())
+
+    watcher.on_event = free_the_cpu
+    outcome: Outcome = engine.run()
+    texts = watcher.texts()
+    assert outcome.reason == "candidate budget reached (60)"
+    shrunk = next(t for t in texts if "was not placed within 2 s" in t)
+    assert "the pool has 1 of 2 worker(s) ready" in shrunk
+    assert "the pool is back to 2 worker(s)" in texts
+    assert texts.index(shrunk) < texts.index("the pool is back to 2 worker(s)")
+    assert any(s.workers.startswith("workers 1/2") for s in watcher.snapshots)
+    assert watcher.snapshots[-1].workers == ""  # whole again: the board says nothing
+    assert len(_workers_after(store, freed[0])) == 2, "the grown pool did not evaluate"
+
+
+@pytest.mark.usefixtures("ray_session", "quick_pool")
+def test_the_loop_goes_on_while_a_lost_workers_successor_has_no_room(tmp_path: Path) -> None:
+    engine, store, watcher = _engine(
+        tmp_path, workers=2, candidates=80, params="{target: 100, delay_s: 0.1}"
+    )
+    hogs: list[object] = []
+    lost_at: list[float] = []
+    shrunk_at: list[float] = []
+
+    def lose_a_worker(event: Event) -> None:
+        if event.kind == "best" and not hogs and engine.pool.ready_count() == 2:
+            hogs.append(CpuHog.remote())  # type: ignore[attr-defined]
+            # Queued first, the hog takes the CPU that the lost worker frees.
+            victim = next(iter(engine.pool.busy), None) or engine.pool.idle[0]
+            lost_at.append(time.time())
+            ray.kill(victim, no_restart=True)
+        elif "was not placed within 2 s" in event.text and hogs and not shrunk_at:
+            shrunk_at.append(time.time())
+            ray.kill(hogs[0])
+
+    watcher.on_event = lose_a_worker
+    outcome = engine.run()
+    texts = watcher.texts()
+    assert outcome.reason == "candidate budget reached (80)", texts
+    assert lost_at and shrunk_at, f"no worker was lost, or its successor found room: {texts}"
+    assert "the pool is back to 2 worker(s)" in texts
+    evaluations = store.run_evaluations("r")
+    # Every candidate evaluated once: none lost with the worker, none done twice.
+    per_candidate = Counter(e.candidate_id for e in evaluations if e.kind == "evaluate")
+    assert set(per_candidate.values()) == {1}
+    assert len(per_candidate) == 80
+    # The survivor kept evaluating while nobody could place the successor.
+    meanwhile = [e for e in evaluations if lost_at[0] < e.finished_at < shrunk_at[0]]
+    assert meanwhile, "the loop waited for the lost worker's successor"
+
+
+def test_take_asks_for_a_machine_kind_and_avoids_a_worker_where_it_can() -> None:
+    """The choice alone, with names standing in for actor handles: one machine here cannot
+    show two CPU models."""
+    workers = WorkerPool.__new__(WorkerPool)
+    places = {
+        "a": Placement("worker-0@n1", "id1", "n1", "Xeon"),
+        "b": Placement("worker-1@n1", "id1", "n1", "EPYC"),
+        "c": Placement("worker-2@n2", "id2", "n2", "Xeon"),
+    }
+    workers.workers = places  # type: ignore[assignment]
+    workers.placing, workers.preparing = {}, {}
+
+    def take(idle: list[str], busy: set[str], **ask: str) -> str | None:
+        workers.idle, workers.busy = list(idle), set(busy)  # type: ignore[arg-type]
+        return workers.take(**ask)  # type: ignore[return-value]
+
+    assert take(["a", "b"], set(), cpu="EPYC") == "b"
+    assert take(["a"], {"b"}, cpu="EPYC") is None  # an EPYC is busy: wait for it
+    assert take(["a"], set(), cpu="EPYC") == "a"  # no EPYC left: any worker will do
+    assert take(["a", "b", "c"], set(), avoid="worker-0@n1") == "c"  # another host first
+    assert take(["a", "b"], set(), avoid="worker-0@n1") == "b"  # then another worker
+    assert take(["a"], {"c"}, avoid="worker-0@n1") is None  # c will be free soon
+    assert take(["a"], set(), avoid="worker-0@n1") == "a"  # the only worker there is
