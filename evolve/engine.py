@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from evolve.champion import Champion, Decision, Referee, machine_kind
 from evolve.dispatch import Dispatcher, Job
 from evolve.evaluator import Evaluator
 from evolve.events import Event, EventLog, Observer, Snapshot
+from evolve.lease import RunTakenOver
 from evolve.mutators.factory import make_mutators
 from evolve.pool import WorkerPool
 from evolve.proposals import Proposer
@@ -69,8 +71,13 @@ class Engine:
         workers: int,
         results_dir: Path,
         observer: Observer | None = None,
+        holds_run: Callable[[], bool] = lambda: True,
     ) -> None:
+        """`holds_run` says whether this driver still holds the run's lease (see
+        evolve/lease.py); it is asked before each turn's writes, and a driver that lost the
+        run stops with RunTakenOver and leaves the run's rows to the driver that has it."""
         self.task, self.spec, self.store, self.run_name = task, task.spec, store, run.name
+        self.holds_run = holds_run
         self.added = store.count_candidates(run.name)
         # Seeded by the run's seed and its progress, so a resumed run makes its choices
         # deterministically too.
@@ -130,12 +137,15 @@ class Engine:
         try:
             reason = self._loop()
         finally:
-            self.budgets.flush_wall(force=True)
+            mine = self.holds_run()
+            if mine:
+                self.budgets.flush_wall(force=True)
             self.pool.stop()
             self.services.close()
-            # Proposals cut off by a wall-time stop or Ctrl-C: closed now, with the calls
-            # they stored, so the ledger and the bandit's arms agree without a resume.
-            self.store.interrupt_proposals(self.run_name)
+            if mine:
+                # Proposals cut off by a wall-time stop or Ctrl-C: closed now, with the calls
+                # they stored, so the ledger and the bandit's arms agree without a resume.
+                self.store.interrupt_proposals(self.run_name)
             if self.reader is not None:
                 ray.kill(self.reader)
         best = self.store.candidate(self.champion.best[0]) if self.champion.best else None
@@ -159,6 +169,8 @@ class Engine:
             ready, _ = ray.wait(refs, num_returns=1, timeout=IDLE_WAIT_S)
             if ready:
                 ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            if not self.holds_run():
+                raise RunTakenOver(f"another driver took run {self.run_name} over")
             for ref in ready:
                 if ref in self.dispatch.in_flight:
                     if finished := self.dispatch.finish(ref):

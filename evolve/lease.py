@@ -54,25 +54,50 @@ def take(store: Store, run: str, me: dict[str, Any]) -> None:
         )
 
 
+class RunTakenOver(RuntimeError):
+    """Another driver took this driver's run over: this one must write nothing more."""
+
+
 class Heartbeat:
     """Renews the lease every RENEW_S in a thread of its own; `lost` once it is gone."""
 
     def __init__(self, store: Store, run: str, me: dict[str, Any]) -> None:
         self.store, self.run, self.me = store, run, me
         self.lost = False
+        self.renewed_at = time.monotonic()  # the lease was just taken
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="lease-heartbeat", daemon=True)
 
+    def holds(self) -> bool:
+        """Whether this driver surely still holds its run, for the loop to ask before it
+        writes. Nobody can take a lease renewed less than LEASE_S ago, so this is a clock
+        reading until the last renewal is older than LEASE_S - RENEW_S (a driver that was
+        suspended, say, and has just woken): then it renews at once, in the caller's thread,
+        rather than trust the heartbeat to have noticed."""
+        if self.lost:
+            return False
+        if time.monotonic() - self.renewed_at < LEASE_S - RENEW_S:
+            return True
+        return self._renew()
+
+    def _renew(self) -> bool:
+        """False only when the lease is gone: a store that blips is tried at the next beat."""
+        asked = time.monotonic()
+        try:
+            held = self.store.renew_lease(self.run, self.me)
+        except Exception:
+            log.warning("could not renew the lease on run %s", self.run, exc_info=True)
+            return True
+        if held:
+            self.renewed_at = max(self.renewed_at, asked)
+        elif not self.lost:
+            self.lost = True
+            log.error("run %s was taken over by another driver: this one stops", self.run)
+        return held
+
     def _beat(self) -> None:
         while not self._stop.wait(RENEW_S):
-            try:
-                held = self.store.renew_lease(self.run, self.me)
-            except Exception:  # a store that blips: the next beat tries again
-                log.warning("could not renew the lease on run %s", self.run, exc_info=True)
-                continue
-            if not held:
-                self.lost = True
-                log.error("run %s was taken over by another driver: this one stops", self.run)
+            if not self._renew():
                 _thread.interrupt_main()
                 return
 

@@ -12,10 +12,17 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from evolve import lease
+from evolve.engine import Engine
+from evolve.lease import RunTakenOver
 from evolve.store import Store
+from evolve.taskfile import load_task, make_evaluator
 from tests.conftest import write_synthetic_task
 
 EVOLVE = [sys.executable, "-m", "evolve"]
+OTHER_DRIVER = {"host": "elsewhere", "pid": 1, "started": 1.0, "user": "someone"}
 
 
 def _wait_for(condition, what: str, driver: subprocess.Popen[bytes], log: Path) -> None:
@@ -83,3 +90,80 @@ def test_more_workers_than_the_cluster_has_cpus_are_lowered_with_a_warning(
         [*EVOLVE, "show", "1"], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert f"on {node['host']} ({node['cpu']}), Ray node {node['node_id'][:12]}" in shown.stdout
+
+
+def test_a_driver_whose_run_was_taken_over_stops_and_leaves_the_run_alone(
+    tmp_path: Path,
+) -> None:
+    """As if this driver had been suspended past its lease and another had taken the run:
+    at its next heartbeat it stops, and neither ends the run nor frees it: the run is the
+    new driver's now."""
+    task = write_synthetic_task(tmp_path / "task", candidates=100000, params="{delay_s: 0.2}")
+    log = tmp_path / "first.log"
+    first = subprocess.Popen(
+        [*EVOLVE, "run", str(task), "--name", "taken", "--workers", "1", "--plain"],
+        cwd=tmp_path, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"sqlite:///{tmp_path / 'results' / 'evolve.db'}"
+
+    def evaluating() -> bool:
+        if not (tmp_path / "results" / "evolve.db").exists():
+            return False
+        with Store(url) as store:
+            return store.count_candidates("taken") > 1
+
+    try:
+        _wait_for(evaluating, "the first driver never evaluated", first, log)
+        with Store(url) as store:
+            assert store.take_lease("taken", OTHER_DRIVER, 0.0) is None  # any lease is stale
+        assert first.wait(timeout=60) == 1, log.read_text()
+    finally:
+        first.kill()
+    assert "another driver took run taken over; stopped" in log.read_text()
+    with Store(url) as store:
+        after = store.get_run("taken")
+    assert after is not None and after.status == "running"
+    assert after.driver is not None and after.driver["host"] == "elsewhere"
+
+
+def test_a_driver_that_wakes_past_its_lease_asks_the_store_before_it_writes(
+    tmp_path: Path,
+) -> None:
+    """A lease renewed within LEASE_S - RENEW_S is ours without asking; an older one (the
+    driver was suspended, its heartbeat thread too) is renewed at once by whoever asks, and
+    the answer is no once another driver has taken the run."""
+    with Store(f"sqlite:///{tmp_path / 'evolve.db'}") as store:
+        store.create_run("r", task_path="t", task_yaml="", seed=0, settings={})
+        me = lease.holder()
+        lease.take(store, "r", me)
+        beat = lease.Heartbeat(store, "r", me)
+        assert store.take_lease("r", OTHER_DRIVER, 0.0) is None
+        assert beat.holds()  # fresh: no query, and nobody could have taken a fresh lease
+        beat.renewed_at -= lease.LEASE_S  # as after a suspension
+        assert not beat.holds() and beat.lost
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_the_engine_writes_nothing_once_its_run_is_taken_over(tmp_path: Path) -> None:
+    task = load_task(write_synthetic_task(tmp_path / "task", candidates=1000))
+    store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
+    run = store.create_run("r", task_path=str(task.path), task_yaml=task.text, seed=1, settings={})
+    taken: list[tuple[int, float]] = []
+
+    def holds_run() -> bool:
+        if not taken and store.status_counts("r").get("ok", 0) >= 10:
+            record = store.get_run("r")
+            assert record is not None
+            taken.append((len(store.run_evaluations("r")), record.wall_s_used))
+        return not taken
+
+    engine = Engine(
+        task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path,
+        holds_run=holds_run,
+    )  # fmt: skip
+    with pytest.raises(RunTakenOver):
+        engine.run()
+    record = store.get_run("r")
+    assert record is not None and taken
+    assert (len(store.run_evaluations("r")), record.wall_s_used) == taken[0]
+    assert not [p for p in store.proposals("r") if p.outcome == "interrupted"]
