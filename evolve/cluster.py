@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from evolve import guardian, orphans
+from evolve import guardian, orphans, ray_connect_errors, ray_output
 from evolve.processes import child_named, session_dir
 from evolve.secrets import secret_names, withheld
 
@@ -59,35 +59,81 @@ def connect(address: str | None, withhold: Iterable[str] = ()) -> bool:
 def _init(address: str | None) -> None:
     """ray.init, retried for a local instance: under load its raylet can miss Ray's own
     start-up deadline ("node timed out during startup"), and a second try usually makes it.
-    What finally fails is one RuntimeError (a ConnectionError for a cluster), never Ray's
-    traceback."""
+    What finally fails is one RuntimeError (a ConnectionError for a cluster) of one line,
+    never Ray's traceback; for a cluster, the line names the cause and its fix
+    (evolve/ray_connect_errors.py) and where Ray's own words were kept."""
     tries = 1 if address else START_TRIES
     for attempt in range(1, tries + 1):
-        try:
-            ray.init(
-                address=address or "local",  # never a stale cluster `ray start` left behind
-                include_dashboard=False,
-                log_to_driver=False,
-                logging_level=logging.ERROR,
-                configure_logging=True,
-            )
+        with ray_output.captured() as printed:
+            failure = _attempt(address)
+        ray_output.hand_to_log(printed.lines(), log)
+        if failure is None:
+            printed.discard()
             return
-        except Exception as exc:  # Ray raises bare Exceptions for start-up failures
-            reason = " ".join(f"{type(exc).__name__}: {exc}".split())
-            ray.shutdown()  # what the failed start left running
-            if address:
-                raise ConnectionError(reason) from None
-            if attempt == tries:
-                raise RuntimeError(
-                    f"Ray did not start in {tries} tries (load average {_load()}); "
-                    f"the last error: {reason}"
-                ) from None
-            pause = START_BACKOFF_S * 2 ** (attempt - 1)
-            log.warning(
-                "Ray did not start (try %d of %d); retrying in %.0fs", attempt, tries, pause
-            )
-            log.debug("why Ray did not start: %s", reason)
-            time.sleep(pause)
+        if address:
+            raise ConnectionError(
+                ray_connect_errors.explain(failure, os.environ.get("RAY_AUTH_MODE"))
+                + _kept_at(printed)
+            ) from None
+        reason = ray_connect_errors.squeezed(failure)
+        if attempt == tries:
+            raise RuntimeError(
+                f"Ray did not start in {tries} tries (load average {_load()}); "
+                f"the last error: {reason}{_kept_at(printed)}"
+            ) from None
+        printed.discard()
+        pause = START_BACKOFF_S * 2 ** (attempt - 1)
+        log.warning("Ray did not start (try %d of %d); retrying in %.0fs", attempt, tries, pause)
+        log.debug("why Ray did not start: %s", reason)
+        time.sleep(pause)
+
+
+def _attempt(address: str | None) -> Exception | None:
+    """One ray.init, after a probe of the cluster's GCS when there is one to probe; what it
+    raised, with what the failed start left running shut down."""
+    try:
+        if address and address != "auto" and not address.startswith("ray://"):
+            _probe(address)
+        ray.init(
+            address=address or "local",  # never a stale cluster `ray start` left behind
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.ERROR,
+            configure_logging=True,
+        )
+    except Exception as exc:  # Ray raises bare Exceptions for start-up failures
+        ray.shutdown()
+        return exc
+    return None
+
+
+def _probe(address: str) -> None:
+    """Ask the cluster's GCS for its id, once. A GCS that refuses this machine's token
+    answers at once, but ray.init asks again once a second for twenty seconds (Ray's
+    NUM_REDIS_GET_RETRIES) and then says only "Failed to connect"; the probe hears the
+    refusal itself in milliseconds. Ray's own token check comes first, as in ray.init:
+    without it, a client in token mode that has no token aborts this whole process (a
+    failed C++ check). Any other failure ends the join too: a GCS that has not answered
+    within the client's own timeout (about 40 s) is not worth Ray's twenty more tries.
+    Both are Ray internals, the ones ray.init uses; where a Ray lacks them, ray.init alone
+    decides."""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            ensure_token_if_auth_enabled,
+        )
+        from ray._raylet import GcsClient
+    except ImportError:
+        return
+    ensure_token_if_auth_enabled(None, create_token_if_missing=False)
+    GcsClient(address=address)
+
+
+def _kept_at(printed: ray_output.Captured) -> str:
+    """Where Ray's own words on a failure were kept, or nothing when it said none."""
+    if printed.path is None or not printed.lines():
+        printed.discard()
+        return ""
+    return f" (what Ray printed: {printed.path})"
 
 
 def _load() -> str:
@@ -110,7 +156,10 @@ def _check_reachable(address: str) -> None:
         with socket.create_connection((host or "127.0.0.1", int(port)), timeout=REACH_TIMEOUT_S):
             pass
     except (OSError, ValueError) as exc:
-        raise ConnectionError(f"nothing answers at {address} ({exc})") from None
+        raise ConnectionError(
+            f"nothing answers at {address} ({exc}): check the address, and that "
+            "`ray start --head` runs there"
+        ) from None
 
 
 @ray.remote(num_cpus=0)

@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
+from rich.markup import escape
+
 from evolve import cluster, lease, orphans, store_location
 from evolve.engine import Engine
 from evolve.mutators.llm import key_names
@@ -165,12 +167,14 @@ def resumed_run(
 @contextmanager
 def _ray(address: str | None, task: LoadedTask) -> Iterator[None]:
     """Ray for the length of a run, started with the task's model keys withheld; a cluster
-    that cannot be started or joined exits 1 before the store is touched."""
+    that cannot be started or joined exits 1 before the store is touched, with one line
+    that says why and what to change (evolve/cluster.py)."""
     try:
         owned = cluster.connect(address, key_names(task.spec.llm))
     except (ConnectionError, RuntimeError) as exc:
         where = f"the Ray cluster at {address}" if address else "a local Ray instance"
-        errors.print(f"[red]error:[/red] could not start or join {where}: {exc}", highlight=False)
+        line = escape(f"could not start or join {where}: {exc}")  # Ray's words hold [brackets]
+        errors.print(f"[red]error:[/red] {line}", highlight=False)
         sys.exit(1)
     try:
         yield
@@ -229,13 +233,14 @@ def execute(
             evaluator = make_evaluator(task)
             engine = Engine(
                 task, store, record, evaluator, workers=workers, results_dir=results,
-                observer=observer,
+                observer=observer, holds_run=heartbeat.holds,
             )  # fmt: skip
             outcome = engine.run()
+    except lease.RunTakenOver:
+        _taken_over(run_name)
     except KeyboardInterrupt:
         if heartbeat.lost:
-            errors.print(f"[red]error:[/red] another driver took run {run_name} over; stopped")
-            sys.exit(1)
+            _taken_over(run_name)
         end("stopped")
         console.print(f"\nstopped. Continue with: evolve run --resume {run_name}")
         sys.exit(130)
@@ -276,6 +281,11 @@ def execute(
         f"written to {folder / 'best'}/\n"
         f"see it with: evolve show {best.id}    the board: evolve leaderboard {run_name}"
     )
+
+
+def _taken_over(run_name: str) -> NoReturn:
+    errors.print(f"[red]error:[/red] another driver took run {run_name} over; stopped")
+    sys.exit(1)
 
 
 def _seed_failed(

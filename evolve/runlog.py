@@ -21,6 +21,16 @@ LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 RAY_LEVEL = logging.WARNING  # Ray at INFO or DEBUG is noise, even to an operator
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
+# Records made before any run log was open, for the next one to write first.
+_held: list[logging.LogRecord] = []
+
+
+def hold(record: logging.LogRecord) -> None:
+    """Keep `record` for the next run log to open. Ray is started or joined before the run,
+    and so its log, exists; logging what it printed then, the usual way, would put it on the
+    terminal through Python's last-resort handler (evolve/ray_output.py)."""
+    _held.append(record)
+
 
 @contextmanager
 def run_log(folder: Path, level: str = "INFO") -> Iterator[Path]:
@@ -34,10 +44,20 @@ def run_log(folder: Path, level: str = "INFO") -> Iterator[Path]:
         _only_to(logging.getLogger("evolve"), handler, level),
         _only_to(logging.getLogger("ray"), handler, ray_level),
     ):
+        _write_held()
         try:
             yield path
         finally:
             handler.close()
+
+
+def _write_held() -> None:
+    """The held records, at the levels the run log now keeps, with the times they were made."""
+    while _held:
+        record = _held.pop(0)
+        logger = logging.getLogger(record.name)
+        if logger.isEnabledFor(record.levelno):
+            logger.handle(record)
 
 
 @contextmanager
