@@ -74,6 +74,7 @@ class WorkerPool:
         self._shrunk_said = False
         self._next_room_check = 0.0
         self._retry_wait_s = RETRY_AFTER_FAILED_SETUP_S
+        self._lost_starts = 0  # workers lost while starting since one last got ready
 
     # -- growing and shrinking --------------------------------------------------------
 
@@ -120,13 +121,13 @@ class WorkerPool:
         if error is not None:
             self.setup_errors.add(error)
             log.warning("%s failed its set-up: %s", where.name, error)
-            self._next_room_check = time.monotonic() + self._retry_wait_s
-            self._retry_wait_s = min(MAX_RETRY_S, self._retry_wait_s * 2)
+            self._back_off()
             self._vacate(actor, f"{where.name} failed its set-up")
             return
         self.idle.append(actor)
         self._ever_ready = True
         self._retry_wait_s = RETRY_AFTER_FAILED_SETUP_S
+        self._lost_starts = 0
         ready = self.ready_count()
         log.info("%s ready (node %s, %s)", where.name, where.node_id, where.cpu)
         if self._shrunk_said and ready == self.size:
@@ -143,7 +144,16 @@ class WorkerPool:
         if not self._ever_ready:
             self.setup_errors.add(f"{type(exc).__name__}: {first_line}")
         self.workers.pop(actor, None)
+        self._lost_starts += 1
+        if self._lost_starts > 1:  # once is a node that died under it; again is a pattern
+            self._back_off()
         self._vacate(actor, f"{name} was lost while starting")
+
+    def _back_off(self) -> None:
+        """A slot whose worker failed to start waits before the next try, longer each time,
+        so that a node that always fails is not asked again every ROOM_POLL_S."""
+        self._next_room_check = time.monotonic() + self._retry_wait_s
+        self._retry_wait_s = min(MAX_RETRY_S, self._retry_wait_s * 2)
 
     def tend(self) -> None:
         """Give up workers Ray could not place by their deadline, and fill empty slots where

@@ -6,8 +6,11 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import textwrap
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,8 @@ C = 1.0  # @knob float 0.1..20
 # EVOLVE-BLOCK-END
 """
 
+
+EVOLVE = [sys.executable, "-m", "evolve"]
 
 # The kernel contract of the shipped matmul_c task, as flow-style YAML params, for tests that
 # write matmul tasks of their own beside its reference.py.
@@ -156,3 +161,15 @@ def write_matmul_task(
     text += f"llm:\n  models:\n    - {json.dumps(model)}\n  timeout_s: 5\n  finisher_share: 0\n"
     (task_dir / "task.yaml").write_text(text)
     return task_dir / "task.yaml"
+
+
+def wait_for_driver(
+    condition: Callable[[], bool], what: str, driver: subprocess.Popen[bytes], log: Path
+) -> None:
+    """Until `condition` holds, failing with the driver's output if the driver exits first
+    or two minutes pass."""
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert driver.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, f"{what}:\n{log.read_text()}"
+        time.sleep(0.2)

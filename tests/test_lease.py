@@ -8,8 +8,6 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,18 +17,9 @@ from evolve.engine import Engine
 from evolve.lease import RunTakenOver
 from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
-from tests.conftest import write_synthetic_task
+from tests.conftest import EVOLVE, wait_for_driver, write_synthetic_task
 
-EVOLVE = [sys.executable, "-m", "evolve"]
 OTHER_DRIVER = {"host": "elsewhere", "pid": 1, "started": 1.0, "user": "someone"}
-
-
-def _wait_for(condition, what: str, driver: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 120
-    while not condition():
-        assert driver.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, f"{what}:\n{log.read_text()}"
-        time.sleep(0.2)
 
 
 def test_a_second_driver_on_a_running_run_is_refused_and_says_who_holds_it(
@@ -51,7 +40,7 @@ def test_a_second_driver_on_a_running_run_is_refused_and_says_who_holds_it(
             return store.count_candidates("shared") > 1
 
     try:
-        _wait_for(evaluating, "the first driver never evaluated", first, log)
+        wait_for_driver(evaluating, "the first driver never evaluated", first, log)
         second = subprocess.run(
             [*EVOLVE, "run", "--resume", "shared", "--plain"],
             cwd=tmp_path, capture_output=True, text=True, timeout=60,
@@ -113,7 +102,7 @@ def test_a_driver_whose_run_was_taken_over_stops_and_leaves_the_run_alone(
             return store.count_candidates("taken") > 1
 
     try:
-        _wait_for(evaluating, "the first driver never evaluated", first, log)
+        wait_for_driver(evaluating, "the first driver never evaluated", first, log)
         with Store(url) as store:
             assert store.take_lease("taken", OTHER_DRIVER, 0.0) is None  # any lease is stale
         assert first.wait(timeout=60) == 1, log.read_text()
