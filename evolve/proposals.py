@@ -1,9 +1,11 @@
 """Which operator makes the next proposal, on which parent; what becomes of it is
 evolve/admission.py's.
 
-Proposals run as Ray tasks that take no CPU slot (evolve/workers.py). Each is opened in
-the store's proposals ledger before it starts and settled with its outcome when it
-returns; its model calls reach the store as they complete (evolve/ledger_writer.py). A
+Proposals run as Ray tasks that take no CPU slot (evolve/workers.py), except the
+autotuner's, which are made in the driver: a Ray task would cost far more than the
+proposal. Each is opened in the store's proposals ledger before it starts and settled with
+its outcome when it returns; its model calls reach the store as they complete
+(evolve/ledger_writer.py). A
 model proposal gets the model keys with it and waits on the run's per-provider circuit
 (evolve/llm/circuit.py); the bandit, when the task asks for one, chooses the operator and
 model; the autotuner takes a share of proposals to tune the constants of model-made
@@ -62,7 +64,11 @@ class Proposer:
         self.spec, self.store, self.run_name = spec, store, run_name
         self.strategy, self.candidates = strategy, candidates
         self.budgets, self.events, self.services = budgets, events, services
-        self.mutators = {m.name: (ray.put(mutators[m.name]), m.weight) for m in spec.mutators}
+        # The autotuner runs here, in the driver (see workers.make_proposal); the others are
+        # put in Ray's object store once, for their tasks.
+        self.mutators: dict[str, tuple[Mutator | ray.ObjectRef, float]] = {
+            m.name: (_placed(mutators[m.name]), m.weight) for m in spec.mutators
+        }
         self.keys = Keys.read(key_names(spec.llm))  # for model proposals only
         self.bandit = self._restore_bandit() if spec.llm and spec.llm.adaptive else None
         self.novelty = NoveltyIndex(spec.search.novelty_threshold)
@@ -78,7 +84,7 @@ class Proposer:
         self.admission = Admission(
             store, run_name, novelty=self.novelty, budgets=budgets, events=events
         )
-        self.finisher = ray.put(Autotuner({}))
+        self.finisher = Autotuner({})
         self.in_flight: dict[ray.ObjectRef, MutationJob] = {}
         # Failed candidates waiting for the `fix` operator, each tried once, newest kept.
         self.broken: deque[int] = deque(maxlen=BROKEN_KEPT)
@@ -188,7 +194,7 @@ class Proposer:
         parents: Sequence[int],
         arm: str | None = None,
     ) -> None:
-        """Open the proposal in the ledger, then send it to a Ray task."""
+        """Open the proposal in the ledger, then make it here or send it to a Ray task."""
         proposal_id = self.store.open_proposal(
             self.run_name, operator=name, parent_ids=parents, island=island, arm=arm
         )
@@ -200,7 +206,10 @@ class Proposer:
         )
         keys = self.keys if model_made else Keys()
         mutator = self.finisher if name == FINISHER else self.mutators[name][0]
-        ref = workers.propose.remote(mutator, request, keys, hooks)
+        if isinstance(mutator, ray.ObjectRef):
+            ref = workers.propose.remote(mutator, request, keys, hooks)
+        else:  # made at once; put, so that the loop collects it with the rest
+            ref = ray.put(workers.make_proposal(mutator, request, keys, hooks))
         self.in_flight[ref] = MutationJob(island, parent, name, proposal_id, arm)
 
     def _restore_bandit(self) -> CostAwareBandit:
@@ -244,3 +253,8 @@ class Proposer:
         usd = self.budgets.spend(calls)
         if arm is not None and self.bandit is not None:
             self.bandit.charged(arm, usd)
+
+
+def _placed(mutator: Mutator) -> Mutator | ray.ObjectRef:
+    """Where a mutator runs: the autotuner in the driver, the rest in Ray tasks."""
+    return mutator if isinstance(mutator, Autotuner) else ray.put(mutator)

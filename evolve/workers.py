@@ -3,7 +3,7 @@ reader is in evolve/store_reader.py, so that these workers never load the store)
 
 Evaluation runs in long-lived actors so each keeps its sandbox warm and its baselines;
 mutation runs as plain tasks that take no CPU slot, so a slow model never holds an
-evaluation slot idle.
+evaluation slot idle (the autotuner, which takes microseconds, runs in the driver).
 """
 
 from __future__ import annotations
@@ -107,13 +107,14 @@ class EvaluationWorker:
         return Finished(result, started, time.time(), self.name)
 
 
-@ray.remote(num_cpus=0)
-def propose(
+def make_proposal(
     mutator: Mutator, request: MutationRequest, keys: Keys, hooks: CallHooks
 ) -> Proposal | MutationFailed:
     """`keys` are the model keys, sent with each proposal rather than found in the worker's
     environment (which holds none): see evolve/secrets.py. `hooks` write each model call
-    to the ledger as it completes and hold requests while the provider's circuit is open."""
+    to the ledger as it completes and hold requests while the provider's circuit is open.
+    Called in the driver for the autotuner, whose microseconds of work a Ray task would
+    cost a hundred times over; everything else runs it in `propose`."""
     try:
         with keys.lent(), hooked(hooks):
             return mutator.propose(request)
@@ -121,3 +122,10 @@ def propose(
         return MutationFailed(str(exc), exc.calls, outcome=exc.outcome)
     except Exception as exc:
         return MutationFailed(f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())
+
+
+@ray.remote(num_cpus=0)
+def propose(
+    mutator: Mutator, request: MutationRequest, keys: Keys, hooks: CallHooks
+) -> Proposal | MutationFailed:
+    return make_proposal(mutator, request, keys, hooks)
