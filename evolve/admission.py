@@ -17,6 +17,7 @@ from evolve.budgets import Budgets
 from evolve.events import Event, EventLog
 from evolve.mutators import LLM_OPERATORS, Proposal
 from evolve.mutators.change_summary import summarize_change
+from evolve.program import Program
 from evolve.proposal_outcomes import Outcome
 from evolve.search.novelty import NoveltyIndex
 from evolve.store import CandidateRecord, Settlement, Store
@@ -50,13 +51,20 @@ class Admission:
     ) -> None:
         self.store, self.run_name = store, run_name
         self.novelty, self.budgets, self.events = novelty, budgets, events
+        # Every program of the run by its code hash, so that a duplicate (half of all
+        # proposals, once an autotuned run has converged) costs no query to find.
+        self.owners: dict[str, int] = {}
+
+    def known(self, candidate_id: int, program: Program) -> None:
+        """A program the run holds, from the store on resume or just added."""
+        self.owners.setdefault(program.code_hash, candidate_id)
 
     def admit(self, job: MutationJob, proposal: Proposal) -> CandidateRecord | None:
         """A child the run does not hold yet becomes a pending candidate; a duplicate, or a
         model-made child too close to a program of the run, is settled without one."""
         program = proposal.program
         summary = summarize_change(job.parent.program, program)
-        owner = self.store.code_owner(self.run_name, program.code_hash)
+        owner = self.owners.get(program.code_hash)
         if owner is not None:
             detail = f"the same program as #{owner}"
             self.settle(job, "duplicate", proposal.calls, detail, summary, nearest=(owner, 1.0))
@@ -78,6 +86,7 @@ class Admission:
         if child is None:  # only another writer of this run could have added it meanwhile
             self.settle(job, "duplicate", proposal.calls, "the same program as another")
             return None
+        self.known(child.id, program)
         self.novelty.add(child.id, program)
         return child
 

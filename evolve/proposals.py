@@ -102,6 +102,7 @@ class Proposer:
                 self.bandit = self._restore_bandit()
         for candidate_id, program in programs:
             self.novelty.add(candidate_id, program)
+            self.admission.known(candidate_id, program)
 
     def submit(self, rng: random.Random, added: int) -> bool:
         """Start one proposal; False when none can start now (nothing scored yet, only
