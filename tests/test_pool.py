@@ -2,7 +2,7 @@
 deadline while the others go on, the pool grows back when a CPU frees, a lost worker's
 successor is waited for by nobody, and the seed's retry goes to another worker.
 
-"No room" is made on the real local Ray instance by an actor that holds a CPU."""
+"No room" is made on the real local Ray instance by actors that hold CPUs."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import ray
+from ray.actor import ActorHandle
 
 from evolve import pool
 from evolve.engine import Engine, Outcome
@@ -28,6 +29,21 @@ from tests.conftest import write_synthetic_task
 class CpuHog:
     def ping(self) -> None:
         return None
+
+
+def _cpus() -> int:
+    return int(ray.cluster_resources()["CPU"])
+
+
+def _hold_cpus(count: int) -> list[ActorHandle]:
+    hogs = [CpuHog.remote() for _ in range(count)]  # type: ignore[attr-defined]
+    ray.get([hog.ping.remote() for hog in hogs])
+    return hogs
+
+
+def _let_go(hogs: list[ActorHandle]) -> None:
+    for hog in hogs:
+        ray.kill(hog)
 
 
 class Watcher:
@@ -77,8 +93,8 @@ def _workers_after(store: Store, since: float) -> set[str]:
 def test_a_worker_with_no_room_is_given_up_and_the_pool_grows_back_when_a_cpu_frees(
     tmp_path: Path,
 ) -> None:
-    hog = CpuHog.remote()  # type: ignore[attr-defined]
-    ray.get(hog.ping.remote())  # one of the two CPUs is taken before the run starts
+    spare = _hold_cpus(_cpus() - 2)
+    hog = _hold_cpus(1)[0]  # all but one CPU are taken before the run starts
     engine, store, watcher = _engine(
         tmp_path, workers=2, candidates=60, params="{target: 100, delay_s: 0.1}"
     )
@@ -90,7 +106,10 @@ def test_a_worker_with_no_room_is_given_up_and_the_pool_grows_back_when_a_cpu_fr
             freed.append(time.time())
 
     watcher.on_event = free_the_cpu
-    outcome: Outcome = engine.run()
+    try:
+        outcome: Outcome = engine.run()
+    finally:
+        _let_go(spare)
     texts = watcher.texts()
     assert outcome.reason == "candidate budget reached (60)"
     shrunk = next(t for t in texts if "was not placed within 2 s" in t)
@@ -107,7 +126,8 @@ def test_the_loop_goes_on_while_a_lost_workers_successor_has_no_room(tmp_path: P
     engine, store, watcher = _engine(
         tmp_path, workers=2, candidates=80, params="{target: 100, delay_s: 0.1}"
     )
-    hogs: list[object] = []
+    spare = _hold_cpus(_cpus() - 2)  # the run's two workers take the rest
+    hogs: list[ActorHandle] = []
     lost_at: list[float] = []
     shrunk_at: list[float] = []
 
@@ -123,7 +143,10 @@ def test_the_loop_goes_on_while_a_lost_workers_successor_has_no_room(tmp_path: P
             ray.kill(hogs[0])
 
     watcher.on_event = lose_a_worker
-    outcome = engine.run()
+    try:
+        outcome = engine.run()
+    finally:
+        _let_go(spare)
     texts = watcher.texts()
     assert outcome.reason == "candidate budget reached (80)", texts
     assert lost_at and shrunk_at, f"no worker was lost, or its successor found room: {texts}"
