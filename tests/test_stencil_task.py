@@ -85,7 +85,8 @@ def test_the_seed_passes_every_stage(
     result = small.evaluate(task.seed, sandbox, seed=1)
     assert result.status == "ok", result.feedback
     assert [s.name for s in result.stages] == ["build", "check", "measure", "counters"]
-    assert result.metrics["speedup"] > 0 and result.metrics["flagged"] == 0.0
+    assert result.metrics["speedup"] > 0, result.feedback
+    assert result.metrics["flagged"] == 0.0, result.feedback  # an honest seed is never suspect
     if shutil.which("valgrind"):
         assert result.metrics["est_cycles"] > 0
         assert result.metrics["est_speedup"] == pytest.approx(1.0)
