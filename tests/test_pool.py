@@ -133,11 +133,12 @@ def test_the_loop_goes_on_while_a_lost_workers_successor_has_no_room(tmp_path: P
 
     def lose_a_worker(event: Event) -> None:
         if event.kind == "best" and not hogs and engine.pool.ready_count() == 2:
-            hogs.append(CpuHog.remote())  # type: ignore[attr-defined]
-            # Queued first, the hog takes the CPU that the lost worker frees.
             victim = next(iter(engine.pool.busy), None) or engine.pool.idle[0]
             lost_at.append(time.time())
             ray.kill(victim, no_restart=True)
+            # The loop waits for this call, so the hog takes the freed CPU before the loop
+            # can ask for the lost worker's successor.
+            hogs.extend(_hold_cpus(1))
         elif "was not placed within 2 s" in event.text and hogs and not shrunk_at:
             shrunk_at.append(time.time())
             ray.kill(hogs[0])
