@@ -1,24 +1,39 @@
-"""Per-candidate overhead of the engine, store and selection, with 1k and 10k candidates
-already in the store.
+"""Per-candidate overhead of the engine, store and selection, with 1k, 10k and 50k
+candidates already in the store.
 
-The evaluator is `synthetic` with no delay: it runs nothing, so everything measured is
-the framework's own cost. Run: `.venv/bin/python bench/overhead.py [--new 400]`.
+The evaluator is `synthetic` with no delay: it runs nothing, so everything measured is the
+framework's own cost. For each size the loop runs `--new` candidates through the autotuner
+on 2 workers; the figures are the steady state, between 10% and 90% of the new
+candidates, read from the engine's own progress ticks: wall time and the driver's CPU
+(`time.process_time`) per candidate. Set-up (restoring the search from the store, starting
+the workers) is reported apart, since it is paid once per run. `--postgres URL` adds the
+per-candidate cost of the store's calls on PostgreSQL beside SQLite's.
+
+Run: `.venv/bin/python bench/overhead.py [--new 2000] [--sizes 1000,10000,50000]
+[--repeats 2] [--postgres URL]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import tempfile
 import time
+import uuid
 from pathlib import Path
+
+from machine import load_average, machine, say  # bench/machine.py, beside this script
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from evolve import cluster
 from evolve.engine import Engine
+from evolve.events import Event, Snapshot
 from evolve.program import Program
 from evolve.results import EvalResult, StageResult
 from evolve.search import Islands
-from evolve.store import Store
+from evolve.store import Settlement, Store
 from evolve.taskfile import load_task, make_evaluator
 
 SEED = """# EVOLVE-BLOCK-START
@@ -34,48 +49,58 @@ search: {islands: 4, migration_interval: 50}
 budget: {candidates: BUDGET}
 sandbox: {backend: process}
 """
+PREFILL_TURN = 1000  # prefilled candidates written per transaction
 
 
 def prefill(store: Store, run: str, count: int) -> None:
     """`count` scored candidates, written through the same store calls the engine uses."""
     seed = Program({"seed.py": SEED})
-    for i in range(count):
-        program = seed if i == 0 else Program({"seed.py": SEED.replace("A = 1 ", f"A = {i + 1} ")})
-        candidate = store.add_candidate(
-            run,
-            program,
-            parent_ids=[] if i == 0 else [1],
-            island=i % 4,
-            generation=0 if i == 0 else 1,
-            mutation={"operator": "prefill"},
-        )
-        assert candidate is not None
-        result = EvalResult.from_stages([StageResult("check", True, 0.0, metrics={"distance": i})])
-        store.record_evaluation(
-            candidate.id,
-            result,
-            kind="evaluate",
-            score=-float(i),
-            input_seed=i,
-            worker="prefill",
-            started_at=time.time(),
-            finished_at=time.time(),
-        )
+    result = EvalResult.from_stages([StageResult("check", True, 0.0, metrics={"distance": 0})])
+    for start in range(0, count, PREFILL_TURN):
+        with store.turn():
+            for i in range(start, min(count, start + PREFILL_TURN)):
+                text = SEED.replace("A = 1 ", f"A = {i + 1} ")
+                candidate = store.add_candidate(
+                    run,
+                    seed if i == 0 else Program({"seed.py": text}),
+                    parent_ids=[] if i == 0 else [1],
+                    island=i % 4,
+                    generation=0 if i == 0 else 1,
+                    mutation={"operator": "prefill"},
+                )
+                assert candidate is not None
+                store.record_evaluation(
+                    candidate.id,
+                    result,
+                    kind="evaluate",
+                    score=-float(i),
+                    input_seed=i,
+                    worker="prefill",
+                    started_at=time.time(),
+                    finished_at=time.time(),
+                )
 
 
-def time_store(store: Store, run: str, rounds: int = 200) -> float:
-    """Seconds per candidate for the store calls the engine makes for one new candidate."""
+def time_store(store: Store, run: str, rounds: int = 300) -> float:
+    """Seconds per candidate for the store calls the engine makes for one new candidate of
+    a model (open its proposal, add it, record its evaluation, read it back), each in its
+    own transaction: the engine's turns batch them, so this is the worst case."""
     result = EvalResult.from_stages([StageResult("check", True, 0.0, metrics={"distance": 1.0})])
+    tag = uuid.uuid4().hex[:8]
     started = time.perf_counter()
     for i in range(rounds):
-        program = Program(
-            {"seed.py": SEED.replace("A = 1 ", "A = 99999 ").replace("B = 1 ", f"B = {i + 2} ")}
-        )
+        program = Program({"seed.py": SEED.replace("A = 1 ", f"A = 99999 # {tag} {i}")})
+        proposal = store.open_proposal(run, operator="bench", parent_ids=[1], island=0)
         child = store.add_candidate(
-            run, program, parent_ids=[1], island=0, generation=1, mutation={"operator": "bench"}
+            run,
+            program,
+            parent_ids=[1],
+            island=0,
+            generation=1,
+            mutation={"operator": "bench"},
+            settlement=Settlement(proposal, "candidate"),
         )
         assert child is not None
-        store.candidate(child.id)
         store.record_evaluation(
             child.id,
             result,
@@ -101,15 +126,40 @@ def time_selection(size: int, rounds: int = 20_000) -> float:
     return (time.perf_counter() - started) / rounds
 
 
-def time_loop(folder: Path, prefilled: int, new: int, workers: int) -> tuple[float, float]:
-    """Seconds per candidate for the whole loop (mutate, evaluate on Ray, record), and the
-    driver's own CPU seconds per candidate: what decides how many workers one driver feeds."""
+class Ticks:
+    """The engine's progress, as the live board would see it: (wall, driver CPU, evaluated)
+    at every turn of the loop."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, float, int]] = []
+
+    def event(self, event: Event) -> None:
+        return None
+
+    def tick(self, snapshot: Snapshot) -> None:
+        self.seen.append((time.perf_counter(), time.process_time(), snapshot.evaluated))
+
+    def steady(self, before: int, new: int) -> tuple[float, float]:
+        """Wall and CPU seconds per candidate between 10% and 90% of the new candidates."""
+        low, high = before + new // 10, before + new * 9 // 10
+        first = next(t for t in self.seen if t[2] >= low)
+        last = next(t for t in self.seen if t[2] >= high)
+        done = last[2] - first[2]
+        return (last[0] - first[0]) / done, (last[1] - first[1]) / done
+
+
+def time_loop(
+    folder: Path, prefilled: int, new: int, workers: int, store: Store | None = None
+) -> dict[str, float]:
+    """One run of the loop on a SQLite store in `folder`, or on `store`."""
     (folder / "seed.py").write_text(SEED)
     (folder / "task.yaml").write_text(TASK.replace("BUDGET", str(prefilled + new)))
     task = load_task(folder / "task.yaml")
-    store = Store(f"sqlite:///{folder / 'evolve.db'}")
+    store = store or Store(f"sqlite:///{folder / 'evolve.db'}")
     store.create_run("bench", task_path=str(task.path), task_yaml=task.text, seed=0, settings={})
     prefill(store, "bench", prefilled)
+    ticks = Ticks()
+    started = time.perf_counter()
     engine = Engine(
         task,
         store,
@@ -117,41 +167,117 @@ def time_loop(folder: Path, prefilled: int, new: int, workers: int) -> tuple[flo
         make_evaluator(task),
         workers=workers,
         results_dir=folder / "results",
+        observer=ticks,
     )
-    started, cpu = time.perf_counter(), time.process_time()
     outcome = engine.run()
-    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert store.count_candidates("bench") == prefilled + new, outcome.reason
     store.close()
-    return seconds / new, cpu / new
+    wall, cpu = ticks.steady(prefilled, new)
+    return {"wall": wall, "cpu": cpu, "setup": ticks.seen[0][0] - started}
+
+
+def postgres_store(url: str) -> tuple[Store, str]:
+    """A store in a schema of its own on the server at `url`, and that schema."""
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(make_url(url).set(drivername="postgresql+psycopg"))
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    admin.dispose()
+    scoped = make_url(url).update_query_dict({"options": f"-csearch_path={schema}"})
+    return Store(scoped.render_as_string(hide_password=False)), schema
+
+
+def drop_schema(url: str, schema: str) -> None:
+    admin = create_engine(make_url(url).set(drivername="postgresql+psycopg"))
+    with admin.begin() as connection:
+        connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    admin.dispose()
+
+
+def postgres_loop(url: str, prefilled: int, new: int, workers: int) -> dict[str, float]:
+    store, schema = postgres_store(url)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            return time_loop(Path(tmp), prefilled, new, workers, store)
+    finally:
+        drop_schema(url, schema)
+
+
+def store_costs(postgres: str | None) -> tuple[float, float | None]:
+    """Per-candidate cost of the store calls on SQLite, and on PostgreSQL if given."""
+    with tempfile.TemporaryDirectory() as tmp:
+        sqlite = Store(f"sqlite:///{Path(tmp) / 'evolve.db'}")
+        sqlite.create_run("bench", task_path="t", task_yaml="", seed=0, settings={})
+        prefill(sqlite, "bench", 10)
+        sqlite_s = time_store(sqlite, "bench")
+        sqlite.close()
+    if postgres is None:
+        return sqlite_s, None
+    store, schema = postgres_store(postgres)
+    try:
+        store.create_run("bench", task_path="t", task_yaml="", seed=0, settings={})
+        prefill(store, "bench", 10)
+        return sqlite_s, time_store(store, "bench")
+    finally:
+        store.close()
+        drop_schema(postgres, schema)
+
+
+def spread(values: list[float], scale: float = 1.0, digits: int = 2) -> str:
+    low, high = min(values) * scale, max(values) * scale
+    return (
+        f"{low:.{digits}f}"
+        if f"{low:.{digits}f}" == f"{high:.{digits}f}"
+        else (f"{low:.{digits}f}-{high:.{digits}f}")
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--new", type=int, default=400, help="candidates run through the loop")
+    parser.add_argument("--new", type=int, default=2000, help="candidates run through the loop")
+    parser.add_argument("--sizes", default="1000,10000,50000", help="candidates stored before")
+    parser.add_argument("--repeats", type=int, default=2, help="runs of each size, alternated")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--postgres", help="also time the store calls on this PostgreSQL URL")
     args = parser.parse_args()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    say(f"{machine()}, {load_average()}; {args.new} new candidates, {args.workers} workers")
     cluster.connect(None)
-    rows = []
-    for prefilled in (1_000, 10_000):
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = Path(tmp)
-            loop, driver_cpu = time_loop(folder, prefilled, args.new, args.workers)
-            store = Store(f"sqlite:///{folder / 'evolve.db'}")
-            store_s = time_store(store, "bench")
-            store.close()
-        rows.append((prefilled, loop, driver_cpu, store_s, time_selection(prefilled)))
-    print(
-        f"{'in store':>9} {'loop ms/cand':>13} {'cand/s':>8} {'driver CPU ms/cand':>19} "
-        f"{'store ms/cand':>14} {'pick µs':>8}"
+    runs: dict[int, list[dict[str, float]]] = {size: [] for size in sizes}
+    on_postgres: list[dict[str, float]] = []
+    for _ in range(args.repeats):
+        for size in sizes:
+            with tempfile.TemporaryDirectory() as tmp:
+                runs[size].append(time_loop(Path(tmp), size, args.new, args.workers))
+        if args.postgres:
+            on_postgres.append(postgres_loop(args.postgres, sizes[0], args.new, args.workers))
+    say(
+        f"{'in store':>9} {'loop ms/cand':>13} {'cand/s':>10} {'driver CPU ms/cand':>19} "
+        f"{'set-up s':>9} {'pick µs':>8}"
     )
-    for n, loop, driver_cpu, store_s, pick_s in rows:
-        print(
-            f"{n:>9} {loop * 1e3:>13.2f} {1 / loop:>8.1f} {driver_cpu * 1e3:>19.2f} "
-            f"{store_s * 1e3:>14.2f} {pick_s * 1e6:>8.2f}"
+    for size in sizes:
+        walls = [run["wall"] for run in runs[size]]
+        rates = [1 / wall for wall in walls]
+        say(
+            f"{size:>9} {spread(walls, 1e3):>13} {spread(rates, digits=0):>10} "
+            f"{spread([run['cpu'] for run in runs[size]], 1e3):>19} "
+            f"{spread([run['setup'] for run in runs[size]], digits=1):>9} "
+            f"{time_selection(size) * 1e6:>8.2f}"
         )
-    ratio = rows[1][1] / rows[0][1]
-    print(f"loop overhead at 10k / at 1k: {ratio:.2f}x (target: within 1.5x)")
+    flat = statistics.median(runs[sizes[-1]][i]["wall"] for i in range(args.repeats))
+    flat /= statistics.median(runs[sizes[0]][i]["wall"] for i in range(args.repeats))
+    say(f"loop at {sizes[-1]} / at {sizes[0]} stored (medians): {flat:.2f}x")
+    if on_postgres:
+        walls = [run["wall"] for run in on_postgres]
+        say(
+            f"the loop at {sizes[0]} stored on PostgreSQL: {spread(walls, 1e3)} ms per "
+            f"candidate, driver CPU {spread([run['cpu'] for run in on_postgres], 1e3)} ms"
+        )
+    sqlite_s, postgres_s = store_costs(args.postgres)
+    line = f"store calls per candidate, one transaction each: SQLite {sqlite_s * 1e3:.2f} ms"
+    if postgres_s is not None:
+        line += f", PostgreSQL {postgres_s * 1e3:.2f} ms ({postgres_s / sqlite_s:.2f}x)"
+    say(line)
 
 
 if __name__ == "__main__":

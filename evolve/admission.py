@@ -20,7 +20,7 @@ from evolve.mutators.change_summary import summarize_change
 from evolve.program import Program
 from evolve.proposal_outcomes import Outcome
 from evolve.search.novelty import NoveltyIndex
-from evolve.store import CandidateRecord, Settlement, Store
+from evolve.store import CandidateRecord, Opening, Settlement, Store
 
 FINISHER = "finisher"  # the autotuner tuning a model-made child
 # Model-made children that the novelty filter may reject: not `fix`, whose repair of a
@@ -35,7 +35,7 @@ class MutationJob:
     island: int
     parent: CandidateRecord
     mutator: str
-    proposal_id: int
+    proposal_id: int | Opening  # Opening: made in the driver, not in the ledger yet
     arm: str | None = None  # the bandit's (operator, model) choice, when it chose
 
 

@@ -24,6 +24,16 @@ START_BACKOFF_S = 2.0  # after the first failure; doubled after each later one
 
 log = logging.getLogger("evolve.cluster")
 
+# A local instance holds only what a run uses. Ray would start an idle worker process per
+# CPU for the first driver (about 80 MB each, on a 64-core machine 5 GB) that the run never
+# asks for: its evaluation workers are actors, which get processes of their own, and its
+# proposals need one or two. The object store holds programs and results, which are small;
+# unbounded it reserves 30% of the machine's memory.
+LOCAL_OPTIONS = {
+    "_system_config": {"prestart_worker_first_driver": False},
+    "object_store_memory": 256 * 2**20,
+}
+
 # The local instance this process started: its session directory, by which its processes
 # are found, and the guardian that cleans up after it should this process die first (held
 # only so that its handle lives as long as this process does).
@@ -100,6 +110,7 @@ def _attempt(address: str | None) -> Exception | None:
             log_to_driver=False,
             logging_level=logging.ERROR,
             configure_logging=True,
+            **({} if address else LOCAL_OPTIONS),
         )
     except Exception as exc:  # Ray raises bare Exceptions for start-up failures
         ray.shutdown()

@@ -11,7 +11,7 @@ The loop only ties its parts together; each concern lives in its own module:
   who is crowned           evolve/champion.py
   what may still be spent  evolve/budgets.py, evolve/outage.py
   keeping workers busy     evolve/dispatch.py, evolve/pool.py, evolve/watchdog.py
-  what the board is told   evolve/events.py
+  what the board is told   evolve/events.py, evolve/leaders.py
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from evolve.champion import Champion, Decision, Referee, machine_kind
 from evolve.dispatch import Dispatcher, Job
 from evolve.evaluator import Evaluator
 from evolve.events import Event, EventLog, Observer, Snapshot
+from evolve.leaders import Leaders
 from evolve.lease import RunTakenOver
 from evolve.mutators.factory import make_mutators
 from evolve.pool import WorkerPool
@@ -92,12 +93,16 @@ class Engine:
         # How long work in flight may outlive the wall-time budget: one sandbox run's limit.
         self.overtime_grace_s = min(self.spec.sandbox.timeout_s, deadline_s)
         self.candidates = CandidateCache(store)
+        self.leaders = Leaders()
         self.champion = Champion(Referee(self.spec.champion, store), results_dir, run.name)
         self.strategy = make_strategy(self.spec.search, self.spec.objectives, self.seed_id)
         mutators, self.reader = make_mutators(
             task, evaluator, store_url=store.url, run_name=run.name
         )
         self.services = open_services(self.spec, store.url)
+        # Proposals kept in flight: enough that no evaluation slot waits for one; model
+        # calls are slow, so they get slots of their own on top.
+        self.slots = self.pool.size + (self.spec.llm.concurrency if self.spec.llm else 0)
         self.proposer = Proposer(
             self.spec,
             mutators,
@@ -108,6 +113,7 @@ class Engine:
             budgets=self.budgets,
             events=self.events,
             services=self.services,
+            in_flight=self.slots,
         )
         self.recorded = self.failed = self.seed_tries = 0
 
@@ -120,6 +126,7 @@ class Engine:
         self.proposer.restore(programs)
         scored = stored_placements(self.store, self.run_name, programs)
         self.strategy.restore(scored, self.store.migrations(self.run_name))
+        self.leaders.restore((placed.id, placed.score) for placed in scored)
         for candidate in self.champion.restore():
             self.dispatch.add(self._remeasure(candidate))
         counts = self.store.status_counts(self.run_name)
@@ -141,6 +148,7 @@ class Engine:
             if mine:
                 self.budgets.flush_wall(force=True)
             self.pool.stop()
+            self.proposer.close()
             self.services.close()
             if mine:
                 # Proposals cut off by a wall-time stop or Ctrl-C: closed now, with the calls
@@ -158,7 +166,9 @@ class Engine:
                 self.dispatch.submit(self.rng)
             elif ended := self._out_of_time(overtime):
                 return ended
-            self._propose()
+            with self.store.turn():
+                self._propose()
+            self.proposer.send()
             if self.dispatch.idle() and not self.proposer.in_flight:
                 return self._stop_reason() or self._stuck_reason()
             self.pool.tend()
@@ -171,21 +181,26 @@ class Engine:
                 ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
             if not self.holds_run():
                 raise RunTakenOver(f"another driver took run {self.run_name} over")
-            for ref in ready:
-                if ref in self.dispatch.in_flight:
-                    if finished := self.dispatch.finish(ref):
-                        self._record_result(*finished)
-                elif ref in self.proposer.in_flight:
-                    self._proposed(ref)
-                else:
-                    self.pool.started(ref)
-            for job, finished in self.dispatch.overdue():
-                self._record_result(job, finished)
-            self.budgets.flush_wall()
+            with self.store.turn():  # what arrived together is written together
+                self._take(ready)
             self.events.tick(self._snapshot)
 
-    def _proposed(self, ref: ray.ObjectRef) -> None:
-        if child := self.proposer.finish(ref, room=self.budgets.room_for(self.added)):
+    def _take(self, ready: list[ray.ObjectRef]) -> None:
+        for ref in ready:
+            if ref in self.dispatch.in_flight:
+                if finished := self.dispatch.finish(ref):
+                    self._record_result(*finished)
+            elif ref in self.proposer.in_flight:
+                self._adopt(self.proposer.finish(ref, room=self.budgets.room_for(self.added)))
+            else:
+                self.pool.started(ref)
+        for job, finished in self.dispatch.overdue():
+            self._record_result(job, finished)
+        self.budgets.flush_wall()
+
+    def _adopt(self, child: CandidateRecord | None) -> None:
+        """A proposal's new candidate, queued for evaluation."""
+        if child is not None:
             self.added += 1
             self.dispatch.add(Job(child, "evaluate"))
 
@@ -199,8 +214,6 @@ class Engine:
             return reason
         if overtime < self.overtime_grace_s:
             return None
-        for ref in self.proposer.in_flight:
-            ray.cancel(ref, force=True)
         text = (
             f"{evaluations} evaluation(s) and {proposals} proposal(s) still in flight "
             f"{self.overtime_grace_s:.0f}s past the wall-time budget were abandoned; "
@@ -224,17 +237,19 @@ class Engine:
         return "nothing left to evaluate"
 
     def _propose(self) -> None:
-        """Keep enough proposals coming that no evaluation slot waits for one; model calls
-        are slow, so they get slots of their own on top."""
-        slots = self.pool.size + (self.spec.llm.concurrency if self.spec.llm else 0)
+        """Keep `slots` proposals coming. A proposal made in the driver is concluded at
+        once, so a run of duplicates goes on until a new child is queued or the fruitless
+        stop."""
         while (
             self._stop_reason() is None
-            and len(self.proposer.in_flight) < slots
+            and self.proposer.pending < self.slots
             and len(self.dispatch.queue) < self.pool.size
-            and self.budgets.room_for(self.added + len(self.proposer.in_flight))
+            and self.budgets.room_for(self.added + self.proposer.pending)
             and self.proposer.submit(self.rng, self.added)
         ):
-            pass
+            for job, proposal in self.proposer.take_made():
+                room = self.budgets.room_for(self.added)
+                self._adopt(self.proposer.conclude(job, proposal, room=room))
 
     def _retry_seed(self, job: Job, finished: workers.Finished) -> bool:
         """Whether the seed's failed evaluation is tried again instead of recorded: one that
@@ -286,6 +301,7 @@ class Engine:
         if reward is not None and self.proposer.bandit is not None:
             self.proposer.bandit.rewarded(*reward)
         self.candidates.remember(candidate)
+        self.leaders.update(candidate.id, candidate.score)
         if job.kind == "evaluate":
             self.recorded += 1
         self._update_search(candidate, job, result, stepped)
@@ -352,4 +368,5 @@ class Engine:
             outage=self.services.outage_line(),
             search=self.strategy.summary(),
             workers=self.pool.summary(),
+            leaders=self.leaders.version,
         )

@@ -33,6 +33,7 @@ class Snapshot:
     outage: str = ""  # providers whose circuit is open, and until when
     search: str = ""  # how the population stands (islands, cells, front)
     workers: str = ""  # how many evaluation workers are ready, when not all are
+    leaders: int = 0  # moves when the top of the leaderboard changed (evolve/leaders.py)
 
     def progress_line(self) -> str:
         best = "-" if self.best_score is None else f"#{self.best_id} {self.best_score:.4g}"

@@ -19,10 +19,13 @@ all, and its run still says `running`. So:
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from evolve.processes import ProcessId, kill, ray_processes
 from evolve.sandbox import BACKENDS, backend
-from evolve.store import Store
+
+if TYPE_CHECKING:  # the guardian imports this module and must stay small: no SQLAlchemy
+    from evolve.store import Store
 
 log = logging.getLogger("evolve.orphans")
 

@@ -12,6 +12,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 _COMMENT = r"(?://|#|/\*|--|;)"
@@ -101,13 +102,14 @@ class Program:
     def main_file(self) -> str:
         return next(iter(self.files))
 
-    @property
+    @cached_property
     def code_hash(self) -> str:
         """Hash of the files with only behaviour-free layout removed: the store evaluates a
         program once per hash, so two programs that could behave differently must never
         share one. See `layout_free` for what counts as layout. A run stored by an older
         version keeps that version's hashes, so after an upgrade a program it already holds
-        may be evaluated once more; nothing else changes."""
+        may be evaluated once more; nothing else changes. Kept once computed: the engine
+        asks for it several times per proposal."""
         # A macro shows its layout where it is used: a header that pastes __LINE__ together
         # makes the line numbers of every file that uses it visible, so all stay exact.
         exact = any(shows_layout(text) for text in self.files.values())

@@ -1,11 +1,11 @@
 """Which operator makes the next proposal, on which parent; what becomes of it is
 evolve/admission.py's.
 
-Proposals run as Ray tasks that take no CPU slot (evolve/workers.py), except the
-autotuner's, which are made in the driver: a Ray task would cost far more than the
-proposal. Each is opened in the store's proposals ledger before it starts and settled with
-its outcome when it returns; its model calls reach the store as they complete
-(evolve/ledger_writer.py). A
+Proposals run in long-lived Ray actors that take no CPU slot (evolve/proposal_workers.py),
+except the autotuner's, which are made in the driver and concluded at once: a trip through
+Ray, even through its object store, would cost far more than the proposal. Each is opened in
+the store's proposals ledger before it starts and settled with its outcome when it
+returns; its model calls reach the store as they complete (evolve/ledger_writer.py). A
 model proposal gets the model keys with it and waits on the run's per-provider circuit
 (evolve/llm/circuit.py); the bandit, when the task asks for one, chooses the operator and
 model; the autotuner takes a share of proposals to tune the constants of model-made
@@ -30,15 +30,16 @@ from evolve.budgets import Budgets
 from evolve.candidate_cache import CandidateCache
 from evolve.events import Event, EventLog
 from evolve.llm.hooks import CallHooks
-from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Mutator
+from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Mutator, Proposal
 from evolve.mutators.llm import key_names, model_config
 from evolve.program import Program
+from evolve.proposal_workers import ProposalWorkers
 from evolve.search.bandit import ArmStats, CostAwareBandit, arm_name, split_arm
 from evolve.search.novelty import NoveltyIndex
 from evolve.search.strategy import Pick, SearchStrategy
 from evolve.secrets import Keys
 from evolve.services import RunServices
-from evolve.store import CandidateRecord, Store
+from evolve.store import CandidateRecord, Opening, Store
 from evolve.task import TaskSpec
 
 log = logging.getLogger("evolve.proposals")
@@ -60,15 +61,17 @@ class Proposer:
         budgets: Budgets,
         events: EventLog,
         services: RunServices,
+        in_flight: int,
     ) -> None:
+        """`in_flight`: the most proposals the engine keeps going at once."""
         self.spec, self.store, self.run_name = spec, store, run_name
         self.strategy, self.candidates = strategy, candidates
         self.budgets, self.events, self.services = budgets, events, services
-        # The autotuner runs here, in the driver (see workers.make_proposal); the others are
-        # put in Ray's object store once, for their tasks.
-        self.mutators: dict[str, tuple[Mutator | ray.ObjectRef, float]] = {
-            m.name: (_placed(mutators[m.name]), m.weight) for m in spec.mutators
-        }
+        # The autotuner runs here, in the driver (see workers.make_proposal); the others in
+        # the proposal workers, started with the first proposal that needs them.
+        self.mutators = {m.name: (mutators[m.name], m.weight) for m in spec.mutators}
+        remote = {name: m for name, m in mutators.items() if not isinstance(m, Autotuner)}
+        self.workers = ProposalWorkers(remote, in_flight)
         self.keys = Keys.read(key_names(spec.llm))  # for model proposals only
         self.bandit = self._restore_bandit() if spec.llm and spec.llm.adaptive else None
         self.novelty = NoveltyIndex(spec.search.novelty_threshold)
@@ -86,6 +89,10 @@ class Proposer:
         )
         self.finisher = Autotuner({})
         self.in_flight: dict[ray.ObjectRef, MutationJob] = {}
+        # Proposals made in the driver, which the engine concludes in the same turn.
+        self.made: list[tuple[MutationJob, Proposal | workers.MutationFailed]] = []
+        # Proposals opened in the store's current turn, sent once it has committed.
+        self.outbox: list[tuple[MutationJob, MutationRequest, CallHooks]] = []
         # Failed candidates waiting for the `fix` operator, each tried once, newest kept.
         self.broken: deque[int] = deque(maxlen=BROKEN_KEPT)
         # Model-made children that passed, tuned in turn by the autotuner (the finisher).
@@ -114,7 +121,8 @@ class Proposer:
             return False
         name = rng.choices(names, weights=[self.mutators[n][1] for n in names])[0]
         arm = model = None
-        llm_in_flight = sum(job.mutator in LLM_OPERATORS for job in self.in_flight.values())
+        started = [*self.in_flight.values(), *(job for job, _, _ in self.outbox)]
+        llm_in_flight = sum(job.mutator in LLM_OPERATORS for job in started)
         if name in LLM_OPERATORS:
             if not self.budgets.affordable(llm_in_flight):
                 return False
@@ -150,14 +158,26 @@ class Proposer:
         return True
 
     def finish(self, ref: ray.ObjectRef, *, room: bool) -> CandidateRecord | None:
-        """Settle a finished proposal in the ledger; the new candidate, if it is new, not
-        too like one the run holds, and the candidate budget (`room`) takes it. Its model
-        calls are counted against the budgets whatever happened: they were paid for."""
+        """A proposal task's result, settled (see `conclude`)."""
         job = self.in_flight.pop(ref)
+        self.workers.done(ref)
         try:
             proposal = ray.get(ref)
         except RayError as exc:
             proposal = workers.MutationFailed(f"mutation task lost: {exc}")
+        return self.conclude(job, proposal, room=room)
+
+    def take_made(self) -> list[tuple[MutationJob, Proposal | workers.MutationFailed]]:
+        """The proposals made in the driver since the last call, for `conclude`."""
+        made, self.made = self.made, []
+        return made
+
+    def conclude(
+        self, job: MutationJob, proposal: Proposal | workers.MutationFailed, *, room: bool
+    ) -> CandidateRecord | None:
+        """Settle a finished proposal in the ledger; the new candidate, if it is new, not
+        too like one the run holds, and the candidate budget (`room`) takes it. Its model
+        calls are counted against the budgets whatever happened: they were paid for."""
         if isinstance(proposal, workers.MutationFailed):
             if proposal.trace:
                 log.error("%s crashed on #%d:\n%s", job.mutator, job.parent.id, proposal.trace)
@@ -165,8 +185,9 @@ class Proposer:
             self.events.emit(Event("failure", text))
             self.admission.settle(job, proposal.outcome, proposal.calls, detail=proposal.reason)
             # A crash or a lost task brings no calls back; the ledger writer stored them.
-            lost = not proposal.calls and job.mutator in LLM_OPERATORS
-            paid = self.store.proposal_calls(job.proposal_id) if lost else proposal.calls
+            opened = job.proposal_id if isinstance(job.proposal_id, int) else None
+            lost = not proposal.calls and opened is not None and job.mutator in LLM_OPERATORS
+            paid = self.store.proposal_calls(opened) if lost and opened else proposal.calls
             self._spend(paid, job.arm)
             return None
         self._spend(proposal.calls, job.arm)
@@ -195,7 +216,14 @@ class Proposer:
         parents: Sequence[int],
         arm: str | None = None,
     ) -> None:
-        """Open the proposal in the ledger, then make it here or send it to a Ray task."""
+        """Make the proposal here, to be concluded at once and written in one row; or open
+        it in the ledger and send it to a Ray task."""
+        mutator = self.finisher if name == FINISHER else self.mutators[name][0]
+        if isinstance(mutator, Autotuner):
+            opening = Opening(self.run_name, name, tuple(parents), island, arm)
+            job = MutationJob(island, parent, name, opening, arm)
+            self.made.append((job, workers.make_proposal(mutator, request, Keys(), CallHooks())))
+            return
         proposal_id = self.store.open_proposal(
             self.run_name, operator=name, parent_ids=parents, island=island, arm=arm
         )
@@ -205,13 +233,25 @@ class Proposer:
             sink=self.services.ledger if model_made else None,
             gate=self.services.circuits if model_made else None,
         )
-        keys = self.keys if model_made else Keys()
-        mutator = self.finisher if name == FINISHER else self.mutators[name][0]
-        if isinstance(mutator, ray.ObjectRef):
-            ref = workers.propose.remote(mutator, request, keys, hooks)
-        else:  # made at once; put, so that the loop collects it with the rest
-            ref = ray.put(workers.make_proposal(mutator, request, keys, hooks))
-        self.in_flight[ref] = MutationJob(island, parent, name, proposal_id, arm)
+        self.outbox.append((MutationJob(island, parent, name, proposal_id, arm), request, hooks))
+
+    @property
+    def pending(self) -> int:
+        """Proposals started and not concluded: in flight, or waiting to be sent."""
+        return len(self.in_flight) + len(self.outbox)
+
+    def send(self) -> None:
+        """Send the proposals opened since the last call to the proposal workers; called
+        once the transaction that opened them has committed, since their model calls are
+        written under them from elsewhere (evolve/ledger_writer.py) and must find them."""
+        for job, request, hooks in self.outbox:
+            keys = self.keys if job.mutator in LLM_OPERATORS else Keys()
+            self.in_flight[self.workers.submit(job.mutator, request, keys, hooks)] = job
+        self.outbox = []
+
+    def close(self) -> None:
+        """Proposals still in flight are abandoned; the ledger closes them as interrupted."""
+        self.workers.close()
 
     def _restore_bandit(self) -> CostAwareBandit:
         """Arms are the configured model operators times the models; what they learnt before
@@ -254,8 +294,3 @@ class Proposer:
         usd = self.budgets.spend(calls)
         if arm is not None and self.bandit is not None:
             self.bandit.charged(arm, usd)
-
-
-def _placed(mutator: Mutator) -> Mutator | ray.ObjectRef:
-    """Where a mutator runs: the autotuner in the driver, the rest in Ray tasks."""
-    return mutator if isinstance(mutator, Autotuner) else ray.put(mutator)

@@ -1,9 +1,11 @@
-"""The Ray side of the engine: evaluation actors and mutation tasks (the agent's store
-reader is in evolve/store_reader.py, so that these workers never load the store).
+"""The Ray side of the engine: evaluation actors, and how a proposal is made wherever it
+runs (the agent's store reader is in evolve/store_reader.py, so that these workers never
+load the store).
 
 Evaluation runs in long-lived actors so each keeps its sandbox warm and its baselines;
-mutation runs as plain tasks that take no CPU slot, so a slow model never holds an
-evaluation slot idle (the autotuner, which takes microseconds, runs in the driver).
+model proposals run in the actors of evolve/proposal_workers.py, which take no CPU slot, so
+a slow model never holds an evaluation slot idle (the autotuner, which takes microseconds,
+runs in the driver).
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ def make_proposal(
     environment (which holds none): see evolve/secrets.py. `hooks` write each model call
     to the ledger as it completes and hold requests while the provider's circuit is open.
     Called in the driver for the autotuner, whose microseconds of work a Ray task would
-    cost a hundred times over; everything else runs it in `propose`."""
+    cost a hundred times over; everything else calls it in a proposal worker."""
     try:
         with keys.lent(), hooked(hooks):
             return mutator.propose(request)
@@ -122,10 +124,3 @@ def make_proposal(
         return MutationFailed(str(exc), exc.calls, outcome=exc.outcome)
     except Exception as exc:
         return MutationFailed(f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())
-
-
-@ray.remote(num_cpus=0)
-def propose(
-    mutator: Mutator, request: MutationRequest, keys: Keys, hooks: CallHooks
-) -> Proposal | MutationFailed:
-    return make_proposal(mutator, request, keys, hooks)

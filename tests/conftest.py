@@ -10,12 +10,16 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import ray
+import sqlalchemy
+from sqlalchemy.engine import make_url
 
 from evaluators.c_kernel import CKernelEvaluator
 from evolve import cluster
@@ -38,6 +42,31 @@ C = 1.0  # @knob float 0.1..20
 
 
 EVOLVE = [sys.executable, "-m", "evolve"]
+
+POSTGRES_URL = os.environ.get("EVOLVE_TEST_POSTGRES_URL")
+
+
+@contextmanager
+def postgres_schema() -> Iterator[str]:
+    """A URL of the test server with a schema of its own, dropped afterwards; a plain
+    `postgresql://` URL, so every use also checks that the store maps it to psycopg. Skips
+    where no server is named."""
+    if not POSTGRES_URL:
+        pytest.skip("EVOLVE_TEST_POSTGRES_URL is not set; run .ci/postgres.sh and export its URL")
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    admin = sqlalchemy.create_engine(make_url(POSTGRES_URL).set(drivername="postgresql+psycopg"))
+    with admin.begin() as connection:
+        connection.execute(sqlalchemy.text(f'CREATE SCHEMA "{schema}"'))
+    plain = make_url(POSTGRES_URL).set(drivername="postgresql")
+    try:
+        yield plain.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
+            hide_password=False
+        )
+    finally:
+        with admin.begin() as connection:
+            connection.execute(sqlalchemy.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
 
 # The kernel contract of the shipped matmul_c task, as flow-style YAML params, for tests that
 # write matmul tasks of their own beside its reference.py.

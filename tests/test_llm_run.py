@@ -13,6 +13,8 @@ import os
 import re
 import subprocess
 import sys
+import threading
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,14 +33,14 @@ PRICE_IN, PRICE_OUT = 2.0, 8.0  # USD per million tokens
 CALL_USD = (TOKENS_IN * PRICE_IN + TOKENS_OUT * PRICE_OUT) / 1e6
 
 
-def raise_a(body: dict[str, Any]) -> Reply:
+def raise_a(body: dict[str, Any], by: int = 7) -> Reply:
     """A sensible model: the first `A = N` line it was shown is the parent's; raise N."""
     line = re.search(r"^A = (\d+)  # @knob int 0\.\.64$", prompt_text(body), re.M)
     assert line, "the prompt did not show the parent's code"
     value = int(line.group(1))
     diff = (
         "Raising A moves the sum towards the target.\n"
-        f"<<<<<<< SEARCH\n{line.group(0)}\n=======\nA = {min(value + 7, 64)}  # @knob int 0..64\n"
+        f"<<<<<<< SEARCH\n{line.group(0)}\n=======\nA = {min(value + by, 64)}  # @knob int 0..64\n"
         ">>>>>>> REPLACE\n"
     )
     return Reply(diff, input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT)
@@ -52,6 +54,27 @@ NO_MATCH = reply("<<<<<<< SEARCH\nA = 999\n=======\nA = 5\n>>>>>>> REPLACE\n")
 OUTSIDE = reply(
     "<<<<<<< SEARCH\n# EVOLVE-BLOCK-START\n=======\n# changed the marker\n>>>>>>> REPLACE\n"
 )
+
+
+PROSE = "I would make the code faster by thinking harder."
+
+
+class FixingTheProse:
+    """Answers the script's steps in order, but the repair turn after PROSE always with a
+    fix of its own (a step no other reply takes, so that it is no duplicate): proposals
+    run at once, so another proposal's request may come between a reply and its repair,
+    and the script alone could not promise that the prose is repaired."""
+
+    def __init__(self, script: list[Any]) -> None:
+        self.script = deque(script)
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> Any:
+        if PROSE in prompt_text(body):
+            return raise_a(body, by=5)
+        with self.lock:
+            step = self.script.popleft() if self.script else raise_a
+        return step(body) if callable(step) else step
 
 
 def _task(tmp_path: Path, url: str, *, candidates: int, budget_usd: float | None = None) -> Path:
@@ -91,7 +114,7 @@ def _run(tmp_path: Path, task_file: Path, observer: Any = None) -> tuple[Any, St
 @pytest.mark.usefixtures("ray_session")
 def test_a_model_run_survives_a_real_apis_failures_and_improves(tmp_path: Path) -> None:
     script = [
-        reply("I would make the code faster by thinking harder."),  # prose: one repair turn
+        reply(PROSE),  # prose: one repair turn, which always gets a fix
         raise_a,
         Fail(429, retry_after=1),
         Fail(429, retry_after=1),
@@ -103,7 +126,7 @@ def test_a_model_run_survives_a_real_apis_failures_and_improves(tmp_path: Path) 
         OUTSIDE,
         OUTSIDE,  # the repair fails too: the proposal is dropped, its calls are kept
     ]
-    with ScriptedLLMServer(*script, default=raise_a) as server:
+    with ScriptedLLMServer(default=FixingTheProse(script)) as server:
         outcome, store = _run(tmp_path, _task(tmp_path, server.openai_url, candidates=8))
         requests = len(server.requests)
 

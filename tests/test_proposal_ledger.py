@@ -25,7 +25,7 @@ from evolve.llm import LLMCall
 from evolve.program import Program
 from evolve.store import Settlement, Store
 from evolve.taskfile import load_task, make_evaluator
-from tests.conftest import SYNTHETIC_SEED
+from tests.conftest import SYNTHETIC_SEED, postgres_schema
 from tests.fakes.llm_server import (
     Empty,
     Fail,
@@ -326,3 +326,40 @@ def test_a_kill_9_loses_no_paid_call_and_resume_spends_exactly(tmp_path: Path) -
         assert store.llm_spend(RUN)[0] == pytest.approx(served * CALL_USD)
         outcomes = [p.outcome for p in store.proposals(RUN)]
         assert "interrupted" in outcomes and None not in outcomes
+
+
+@pytest.mark.postgres
+@pytest.mark.usefixtures("ray_session")
+def test_calls_of_an_instant_model_on_postgresql_all_land_under_their_proposals(
+    tmp_path: Path,
+) -> None:
+    """The engine opens model proposals inside a store turn; their calls are written by
+    another process the moment the model answers, which on PostgreSQL finds only committed
+    rows. Every call must still land under its proposal."""
+    steps = itertools.count(1)
+
+    def model(body: dict[str, Any]) -> Reply:  # prose first, a fresh diff on the repair
+        if not _is_repair(body):
+            return _reply("I would make it faster.")
+        line = KNOB_A.search(prompt_text(body), prompt_text(body).index("The current program"))
+        assert line
+        return _diff(line.group(0), f"A = {next(steps) % 64}  # @knob int 0..64")
+
+    with postgres_schema() as url, ScriptedLLMServer(default=model) as server:
+        task = load_task(_task(tmp_path, server.openai_url, candidates=12))
+        store = Store(url)
+        run = store.create_run(RUN, task_path=str(task.path), task_yaml=task.text, seed=5,
+                               settings={})  # fmt: skip
+        engine = Engine(task, store, run, make_evaluator(task), workers=2,
+                        results_dir=tmp_path / "out")  # fmt: skip
+        engine.run()
+        served = len(server.requests)
+        calls = store.llm_calls_of_run(RUN)
+        proposals = store.proposals(RUN)
+        store.close()
+
+    assert len(calls) == served and all(c.proposal_id is not None for c in calls)
+    assert None not in {p.outcome for p in proposals}
+    assert sum(p.calls for p in proposals) == served
+    made = [p for p in proposals if p.outcome == "candidate"]
+    assert made and all(p.calls == 2 for p in made), "each child: the prose and its repair"

@@ -7,8 +7,8 @@ import logging
 from pathlib import Path
 
 import pytest
-import ray
 
+from evolve import engine as engine_module
 from evolve.engine import Engine
 from evolve.mutators.base import MutationRequest, Proposal
 from evolve.runlog import run_log
@@ -30,12 +30,18 @@ class Crashes:
 
 
 @pytest.mark.usefixtures("ray_session")
-def test_a_mutator_that_raises_leaves_its_traceback_in_the_run_log(tmp_path: Path) -> None:
+def test_a_mutator_that_raises_leaves_its_traceback_in_the_run_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mutator crashes in a proposal worker, another process: its traceback must still
+    reach the driver's log."""
     task = load_task(write_synthetic_task(tmp_path / "task", candidates=5))
     store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
     run = store.create_run("r1", task_path=str(task.path), task_yaml=task.text, seed=1, settings={})
+    monkeypatch.setattr(
+        engine_module, "make_mutators", lambda *_, **__: ({"autotuner": Crashes()}, None)
+    )
     engine = Engine(task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path)
-    engine.proposer.mutators = {"autotuner": (ray.put(Crashes()), 1.0)}
     with run_log(tmp_path, "INFO") as path:
         outcome = engine.run()
     assert "proposals were all" in outcome.reason  # the run still ended cleanly

@@ -3,14 +3,12 @@ EVOLVE_TEST_POSTGRES_URL names a server (`.ci/postgres.sh` starts one and prints
 
 from __future__ import annotations
 
-import os
 import pickle
 import signal
 import sqlite3
 import subprocess
 import sys
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,10 +21,10 @@ from sqlalchemy.exc import IntegrityError
 
 from evolve.program import Program
 from evolve.results import Counter, EvalResult, StageResult
-from evolve.store import CandidateRecord, Settlement, Store, default_url
+from evolve.store import CandidateRecord, Opening, Settlement, Store, default_url
 from evolve.store.schema import Base
+from tests.conftest import postgres_schema
 
-POSTGRES_URL = os.environ.get("EVOLVE_TEST_POSTGRES_URL")
 RUN = "run-1"
 
 
@@ -37,19 +35,8 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield default_url(tmp_path / "results")
         return
-    if not POSTGRES_URL:
-        pytest.skip("EVOLVE_TEST_POSTGRES_URL is not set; run .ci/postgres.sh and export its URL")
-    schema = f"test_{uuid.uuid4().hex[:12]}"
-    admin = raw_engine(POSTGRES_URL)
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    plain = make_url(POSTGRES_URL).set(drivername="postgresql")
-    yield plain.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
-        hide_password=False
-    )
-    with admin.begin() as connection:
-        connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-    admin.dispose()
+    with postgres_schema() as url:
+        yield url
 
 
 @pytest.fixture
@@ -143,7 +130,6 @@ def test_runs(url: str) -> None:
 
 def test_duplicate_code_is_refused_and_nothing_is_written(store: Store) -> None:
     seed = add(store, 1)
-    assert store.has_code(RUN, seed.code_hash)
     spaced = Program(  # the same C code up to trailing blanks and blank lines
         {"kernel.c": "int a;  \n\n// EVOLVE-BLOCK-START\nint x = 1;\t\n\n// EVOLVE-BLOCK-END"}
     )
@@ -153,7 +139,7 @@ def test_duplicate_code_is_refused_and_nothing_is_written(store: Store) -> None:
     assert store.candidate(seed.id) == seed
     store.create_run("run-2", task_path="t.yaml", task_yaml="", seed=0, settings={})
     elsewhere = add(store, 1, run="run-2")  # the rule is per run
-    assert elsewhere.id != seed.id and not store.has_code("run-3", seed.code_hash)
+    assert elsewhere.id != seed.id and elsewhere.code_hash == seed.code_hash
 
 
 def test_a_candidate_needs_an_existing_run(store: Store) -> None:
@@ -468,3 +454,56 @@ def test_a_bare_resume_means_the_newest_run_of_this_user_on_this_host(store: Sto
     assert store.latest_run(host="node-a", user="ann").name == "ann-a"
     assert store.latest_run(host="node-b", user="bob").name == RUN
     assert store.latest_run().name == "ann-b"
+
+
+def test_a_turn_is_one_transaction_that_sees_its_own_writes(store: Store, url: str) -> None:
+    seed = add(store, 1)
+    outside = raw_engine(url)
+    with store.turn():
+        child = add(store, 2, parents=[seed.id])
+        assert store.add_candidate(RUN, program(2), parent_ids=[], island=0, generation=1,
+                                   mutation={}) is None  # fmt: skip
+        evaluate(store, child.id, PASSED, 3.0)
+        # Inside the turn the store reads what the turn wrote ...
+        inside = store.candidate(child.id)
+        assert inside is not None and inside.score == 3.0
+        # ... and nobody else does before it commits.
+        with outside.connect() as connection:
+            seen = connection.execute(text("SELECT count(*) FROM candidates")).scalar()
+        assert seen == 1
+    with outside.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM candidates")).scalar() == 2
+    outside.dispose()
+
+
+def test_a_turn_that_fails_writes_nothing(store: Store) -> None:
+    seed = add(store, 1)
+    with pytest.raises(KeyError), store.turn():
+        add(store, 2, parents=[seed.id])
+        evaluate(store, 12345, PASSED, 1.0)  # no such candidate
+    assert store.count_candidates(RUN) == 1
+    with store.turn():  # the store is usable afterwards
+        add(store, 3, parents=[seed.id])
+    assert store.count_candidates(RUN) == 2
+
+
+def test_a_proposal_made_in_the_driver_is_written_settled_in_one_row(store: Store) -> None:
+    seed = add(store, 1)
+    arm = "diff|fake:m"
+    opening = Opening(RUN, "autotune", (seed.id,), 0, arm)
+    child = store.add_candidate(
+        RUN, program(2), parent_ids=[seed.id], island=0, generation=1, mutation={},
+        settlement=Settlement(opening, "candidate", summary="x 1 -> 2"),
+    )  # fmt: skip
+    assert child is not None
+    store.settle_proposal(Settlement(opening, "duplicate", detail="the same program as #1"))
+    made, dropped = store.proposals(RUN)
+    assert (made.outcome, made.candidate_id, made.summary) == ("candidate", child.id, "x 1 -> 2")
+    assert (made.operator, made.parent_ids, made.calls) == ("autotune", (seed.id,), 0)
+    assert (dropped.outcome, dropped.candidate_id, dropped.detail) == (
+        "duplicate",
+        None,
+        "the same program as #1",
+    )
+    assert store.proposal_outcomes(RUN) == {"candidate": 1, "duplicate": 1}
+    assert store.bandit_arms(RUN) == {arm: (2, 0.0, 0.0)}

@@ -1,7 +1,7 @@
 """The SQL lineage store: SQLite by default, PostgreSQL by URL, schema owned by Alembic."""
 
 from evolve.store.database import default_url
-from evolve.store.proposals import Settlement
+from evolve.store.proposals import Opening, Settlement
 from evolve.store.records import (
     CandidateRecord,
     EvaluationRecord,
@@ -15,6 +15,7 @@ __all__ = [
     "CandidateRecord",
     "EvaluationRecord",
     "LLMCallRecord",
+    "Opening",
     "ProposalRecord",
     "RunRecord",
     "Settlement",

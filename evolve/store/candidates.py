@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Select, func, select
-from sqlalchemy.exc import IntegrityError
 
 from evolve.program import Program
+from evolve.store import statements
 from evolve.store.database import Database
 from evolve.store.proposals import Settlement, settle
 from evolve.store.records import CandidateRecord
@@ -33,48 +33,48 @@ class Candidates(Database):
         settlement: Settlement | None = None,
     ) -> CandidateRecord | None:
         """None, with nothing written, if this run already holds the same code: a program is
-        evaluated once. The unique constraint decides, so two racing writers cannot both win.
-        The proposal that made the candidate is settled in the same transaction, its calls
-        linked to the child and its bandit arm charged."""
-        row = Candidate(
+        evaluated once. The unique constraint decides, so two racing writers cannot both win,
+        and the loser's INSERT does nothing rather than fail (which would roll back the
+        caller's turn). The proposal that made the candidate is settled in the same
+        transaction, its calls linked to the child and its bandit arm charged."""
+        values = {
+            "run_name": run_name,
+            "parent_ids": list(parent_ids),
+            "island": island,
+            "generation": generation,
+            "files": dict(program.files),
+            "code_hash": program.code_hash,
+            "mutation": dict(mutation),
+            "status": PENDING,
+            "score": None,
+            "measurements": 0,
+            "created_at": time.time(),
+        }
+        with self._writing() as connection:
+            adding = statements.add_candidate(connection.dialect.name)
+            new_id = connection.execute(adding, values).scalar()
+            if new_id is None:
+                return None
+            if settlement is not None:
+                settle(connection, settlement, candidate_id=new_id)
+        return CandidateRecord(
+            id=new_id,
             run_name=run_name,
-            parent_ids=list(parent_ids),
+            parent_ids=tuple(parent_ids),
             island=island,
             generation=generation,
-            files=dict(program.files),
+            program=program,
             code_hash=program.code_hash,
-            mutation=dict(mutation),
+            mutation=values["mutation"],
             status=PENDING,
             score=None,
             measurements=0,
-            created_at=time.time(),
+            created_at=values["created_at"],
         )
-        try:
-            with self._write() as session, session.begin():
-                session.add(row)
-                session.flush()
-                if settlement is not None:
-                    settle(session, settlement, candidate_id=row.id)
-        except IntegrityError:
-            if self.has_code(run_name, row.code_hash):
-                return None
-            raise
-        return CandidateRecord.of(row)
-
-    def has_code(self, run_name: str, code_hash: str) -> bool:
-        return self.code_owner(run_name, code_hash) is not None
-
-    def code_owner(self, run_name: str, code_hash: str) -> int | None:
-        """The run's candidate with this code, if any: what a duplicate duplicates."""
-        query = select(Candidate.id).where(
-            Candidate.run_name == run_name, Candidate.code_hash == code_hash
-        )
-        with self._read() as session:
-            return session.scalars(query.limit(1)).first()
 
     def candidate(self, candidate_id: int) -> CandidateRecord | None:
-        with self._read() as session:
-            row = session.get(Candidate, candidate_id)
+        with self._reading() as connection:
+            row = connection.execute(statements.CANDIDATE, {"id": candidate_id}).one_or_none()
             return None if row is None else CandidateRecord.of(row)
 
     def lineage(self, candidate_id: int) -> list[CandidateRecord]:

@@ -7,6 +7,8 @@ writer, and with synchronous=NORMAL a commit survives a killed process without a
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -74,20 +76,74 @@ def _engine(url: URL) -> Engine:
 
 class Database:
     """Opens (and if needed creates or upgrades) the database at `url`, and hands the rest of
-    the store a session factory for reads and one for writes. Each part of the store keeps
-    every public write to one short transaction of its own."""
+    the store sessions for reads and for writes. Each part of the store keeps every public
+    write to one short transaction of its own, unless the caller has opened a `turn`."""
 
     def __init__(self, url: str) -> None:
         self._url = _parse(url)
         self._engine = _engine(self._url)
-        writer = self._engine.execution_options(sqlite_begin="BEGIN IMMEDIATE")
-        self._read: sessionmaker[Session] = sessionmaker(self._engine, expire_on_commit=False)
-        self._write: sessionmaker[Session] = sessionmaker(writer, expire_on_commit=False)
+        self._writer = self._engine.execution_options(sqlite_begin="BEGIN IMMEDIATE")
+        self._readers: sessionmaker[Session] = sessionmaker(self._engine, expire_on_commit=False)
+        self._writers: sessionmaker[Session] = sessionmaker(self._writer, expire_on_commit=False)
+        # The connection of the open turn and the thread that opened it (see `turn`).
+        self._turn: tuple[int, Connection] | None = None
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
-        with _UPGRADE_LOCK, writer.begin() as connection:
+        with _UPGRADE_LOCK, self._writer.begin() as connection:
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """Every write (and read) this thread makes inside is one transaction, committed at
+        the end: the engine writes all the results that reached it together at once, which
+        costs one commit instead of one per write. A crash inside loses the whole turn and
+        nothing else, and `--resume` redoes it. Other threads (the lease's heartbeat) keep
+        their own transactions."""
+        if self._turn is not None:
+            raise RuntimeError("a store turn is already open")
+        with self._writer.begin() as connection:
+            self._turn = (threading.get_ident(), connection)
+            try:
+                yield
+            finally:
+                self._turn = None
+
+    @contextmanager
+    def _writing(self) -> Iterator[Connection]:
+        """A connection in a write transaction: the open turn's, or one of its own that
+        commits when the block ends."""
+        turn = self._turn
+        if turn is not None and turn[0] == threading.get_ident():
+            yield turn[1]
+            return
+        with self._writer.begin() as connection:
+            yield connection
+
+    @contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        """A connection for reads: the open turn's, which sees the turn's writes, or one
+        of its own."""
+        turn = self._turn
+        if turn is not None and turn[0] == threading.get_ident():
+            yield turn[1]
+            return
+        with self._engine.connect() as connection:
+            yield connection
+
+    def _read(self) -> Session:
+        return self._session(self._readers)
+
+    def _write(self) -> Session:
+        return self._session(self._writers)
+
+    def _session(self, factory: Callable[[], Session]) -> Session:
+        """A session of its own, or inside this thread's open turn one on the turn's
+        connection, which sees the turn's writes and never commits or closes it."""
+        turn = self._turn
+        if turn is None or turn[0] != threading.get_ident():
+            return factory()
+        return Session(bind=turn[1], expire_on_commit=False, join_transaction_mode="rollback_only")
 
     @property
     def display_url(self) -> str:

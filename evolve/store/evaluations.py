@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from evolve.results import OK, EvalResult
+from evolve.store import statements
 from evolve.store.database import Database
-from evolve.store.ledger import locked_arm
+from evolve.store.ledger import charge_arm
 from evolve.store.records import CandidateRecord, EvaluationRecord
-from evolve.store.schema import EVALUATION_KINDS, PENDING, Candidate, Evaluation
+from evolve.store.schema import EVALUATION_KINDS, Candidate, Evaluation
 
 
 def scoring_evaluation(evaluations: Sequence[EvaluationRecord]) -> EvaluationRecord | None:
@@ -50,43 +51,36 @@ class Evaluations(Database):
         """
         if kind not in EVALUATION_KINDS:
             raise ValueError(f"evaluation kind must be one of {EVALUATION_KINDS}, not {kind!r}")
-        with self._write() as session, session.begin():
-            candidate = session.get(Candidate, candidate_id, with_for_update=True)
-            if candidate is None:
+        values = {
+            "candidate_id": candidate_id,
+            "kind": kind,
+            "status": result.status,
+            "stages": [asdict(stage) for stage in result.stages],
+            "metrics": dict(result.metrics),
+            "counters": {name: asdict(reading) for name, reading in result.counters.items()},
+            "feedback": result.feedback,
+            "artifacts": dict(result.artifacts),
+            "sandbox": dict(result.sandbox),
+            "score": score,
+            "input_seed": input_seed,
+            "worker": worker,
+            "started_at": started_at,
+            "finished_at": finished_at,
+        }
+        with self._writing() as connection:
+            if connection.execute(statements.ADD_EVALUATION, values).scalar() is None:
                 raise KeyError(f"no candidate with id {candidate_id}")
-            row = Evaluation(
-                candidate_id=candidate_id,
-                run_name=candidate.run_name,
-                kind=kind,
-                status=result.status,
-                stages=[asdict(stage) for stage in result.stages],
-                metrics=dict(result.metrics),
-                counters={name: asdict(reading) for name, reading in result.counters.items()},
-                feedback=result.feedback,
-                artifacts=dict(result.artifacts),
-                sandbox=dict(result.sandbox),
-                score=score,
-                input_seed=input_seed,
-                worker=worker,
-                started_at=started_at,
-                finished_at=finished_at,
-            )
-            session.add(row)
-            session.flush()
-            passed, lowest = session.execute(
-                select(func.count(), func.min(Evaluation.score)).where(
-                    Evaluation.candidate_id == candidate_id, Evaluation.status == OK
+            if result.ok:
+                row = connection.execute(statements.RESCORE_PASSED, {"candidate_id": candidate_id})
+            else:
+                row = connection.execute(
+                    statements.RESCORE_FAILED,
+                    {"candidate_id": candidate_id, "failure": result.status},
                 )
-            ).one()
-            if not result.ok:
-                candidate.status = result.status
-            elif candidate.status == PENDING:
-                candidate.status = OK
-            candidate.measurements = passed
-            candidate.score = lowest if candidate.status == OK else None
+            row = row.one()
             if reward is not None:
-                locked_arm(session, candidate.run_name, reward[0]).reward += reward[1]
-        return CandidateRecord.of(candidate)
+                charge_arm(connection, row.run_name, reward[0], reward=reward[1])
+        return CandidateRecord.of(row)
 
     def evaluations(self, candidate_id: int) -> list[EvaluationRecord]:
         """Oldest first."""

@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, func, select
 
 from evolve.llm import LLMCall as LLMCallRecordable
+from evolve.store import statements
 from evolve.store.database import Database
 from evolve.store.records import LLMCallRecord
 from evolve.store.schema import BanditArm, LLMCall
@@ -51,51 +51,54 @@ class Ledger(Database):
             return [LLMCallRecord.of(row) for row in session.scalars(query)]
 
 
-def locked_arm(session: Session, run_name: str, arm: str) -> BanditArm:
-    """The arm's row, locked for update; a new one if the run never pulled it."""
-    row = session.get(BanditArm, (run_name, arm), with_for_update=True)
-    if row is None:
-        row = BanditArm(run_name=run_name, arm=arm, pulls=0, reward=0.0, cost_usd=0.0)
-        session.add(row)
-    return row
+def charge_arm(
+    connection: Connection,
+    run_name: str,
+    arm: str,
+    *,
+    pulls: int = 0,
+    reward: float = 0.0,
+    cost_usd: float = 0.0,
+) -> None:
+    """Adds to the arm's pulls, reward and cost in one upsert (see evolve/store/statements.py)."""
+    values = {"run_name": run_name, "arm": arm, "pulls": pulls, "reward": reward}
+    connection.execute(
+        statements.charge_arm(connection.dialect.name), {**values, "cost_usd": cost_usd}
+    )
 
 
-def pull(session: Session, run_name: str, arm: str | None, cost_usd: float) -> None:
-    """Counts a pull of `arm` (if the model was chosen by one) and charges it the cost."""
-    if arm is not None:
-        row = locked_arm(session, run_name, arm)
-        row.pulls += 1
-        row.cost_usd += cost_usd
-
-
-def call_rows(
+def insert_calls(
+    connection: Connection,
     run_name: str,
     operator: str,
     calls: Sequence[LLMCallRecordable],
     *,
-    proposal_id: int | None = None,
-    candidate_id: int | None = None,
-) -> list[LLMCall]:
-    return [
-        LLMCall(
-            run_name=run_name,
-            candidate_id=candidate_id,
-            proposal_id=proposal_id,
-            call_id=call.call_id,
-            provider=call.provider,
-            model=call.model,
-            operator=operator,
-            prompt=call.prompt,
-            response=call.response,
-            input_tokens=call.input_tokens,
-            output_tokens=call.output_tokens,
-            cached_tokens=call.cached_tokens,
-            cache_write_tokens=call.cache_write_tokens,
-            cost_usd=call.cost_usd,
-            latency_s=call.latency_s,
-            status=call.status,
-            error=call.error,
-            created_at=call.started_at or time.time(),
-        )
+    proposal_id: int,
+) -> None:
+    """The calls not stored yet, under their proposal."""
+    if not calls:
+        return
+    rows = [
+        {
+            "run_name": run_name,
+            "candidate_id": None,
+            "proposal_id": proposal_id,
+            "call_id": call.call_id,
+            "provider": call.provider,
+            "model": call.model,
+            "operator": operator,
+            "prompt": call.prompt,
+            "response": call.response,
+            "input_tokens": call.input_tokens,
+            "output_tokens": call.output_tokens,
+            "cached_tokens": call.cached_tokens,
+            "cache_write_tokens": call.cache_write_tokens,
+            "cost_usd": call.cost_usd,
+            "latency_s": call.latency_s,
+            "status": call.status,
+            "error": call.error,
+            "created_at": call.started_at or time.time(),
+        }
         for call in calls
     ]
+    connection.execute(statements.add_calls(connection.dialect.name), rows)

@@ -13,24 +13,57 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, func, select, update
 
 from evolve.llm import LLMCall as LLMCallRecordable
 from evolve.proposal_outcomes import OUTCOMES, Outcome
+from evolve.store import statements
 from evolve.store.database import Database
-from evolve.store.ledger import call_rows, locked_arm, pull
+from evolve.store.ledger import charge_arm, insert_calls
 from evolve.store.records import LLMCallRecord, ProposalRecord
 from evolve.store.schema import Candidate, LLMCall, Proposal
+
+
+@dataclass(frozen=True)
+class Opening:
+    """A proposal as it was asked for."""
+
+    run_name: str
+    operator: str
+    parent_ids: tuple[int, ...]
+    island: int
+    arm: str | None = None  # the bandit's (operator, model) choice, charged when it ends
+
+    def row(self) -> dict[str, object]:
+        """The proposal's row as it opens: no outcome, no calls."""
+        return {
+            "run_name": self.run_name,
+            "operator": self.operator,
+            "models": [],
+            "parent_ids": list(self.parent_ids),
+            "parent_id": self.parent_ids[0] if self.parent_ids else None,
+            "island": self.island,
+            "arm": self.arm,
+            "outcome": None,
+            "candidate_id": None,
+            "detail": "",
+            "summary": "",
+            "calls": 0,
+            "cost_usd": 0.0,
+            "tokens": 0,
+            "created_at": time.time(),
+        }
 
 
 @dataclass(frozen=True)
 class Settlement:
     """How a proposal ended, as the driver learnt it from the proposal's result. `calls`
     are all the calls the proposal returned: any the ledger writer did not store yet are
-    written with it, so none is lost even if streaming failed."""
+    written with it, so none is lost even if streaming failed. `proposal_id` is an open
+    proposal's id or, for one made in the driver and concluded at once, its Opening: the
+    whole proposal is then written as one row."""
 
-    proposal_id: int
+    proposal_id: int | Opening
     outcome: Outcome
     calls: Sequence[LLMCallRecordable] = ()
     detail: str = ""
@@ -52,61 +85,46 @@ class Proposals(Database):
         arm: str | None = None,
     ) -> int:
         """`arm`: the bandit's (operator, model) choice, charged when the proposal ends."""
-        row = Proposal(
-            run_name=run_name,
-            operator=operator,
-            models=[],
-            parent_ids=list(parent_ids),
-            parent_id=parent_ids[0] if parent_ids else None,
-            island=island,
-            arm=arm,
-            outcome=None,
-            detail="",
-            summary="",
-            calls=0,
-            cost_usd=0.0,
-            tokens=0,
-            created_at=time.time(),
-        )
-        with self._write() as session, session.begin():
-            session.add(row)
-            session.flush()
-            return row.id
+        opening = Opening(run_name, operator, tuple(parent_ids), island, arm)
+        with self._writing() as connection:
+            return connection.execute(statements.OPEN_PROPOSAL, opening.row()).scalar_one()
 
     def add_proposal_call(self, proposal_id: int, call: LLMCallRecordable) -> None:
         """One completed model call, written the moment it is known, once: the settlement
         may have stored it already. One that arrives after its proposal was settled is
         added to the proposal's totals and to its bandit arm's cost."""
-        with self._write() as session, session.begin():
-            proposal = session.get(Proposal, proposal_id, with_for_update=True)
-            if proposal is None:
+        locked = select(Proposal.run_name, Proposal.operator, Proposal.arm, Proposal.outcome)
+        with self._writing() as connection:
+            # Locked first, as `settle` locks it, so the two never interleave.
+            row = connection.execute(
+                locked.where(Proposal.id == proposal_id).with_for_update()
+            ).one_or_none()
+            if row is None:
                 raise KeyError(f"no proposal with id {proposal_id}")
-            if call.call_id in _stored_ids(session, proposal_id):
+            stored = connection.scalar(select(func.count()).where(LLMCall.call_id == call.call_id))
+            if call.call_id is not None and stored:
                 return
-            session.add_all(
-                call_rows(proposal.run_name, proposal.operator, [call], proposal_id=proposal_id)
-            )
-            if proposal.outcome is not None:
-                session.flush()
-                _total(session, proposal)
-                if proposal.arm is not None:
-                    locked_arm(session, proposal.run_name, proposal.arm).cost_usd += call.cost_usd
+            insert_calls(connection, row.run_name, row.operator, [call], proposal_id=proposal_id)
+            if row.outcome is not None:
+                _total(connection, proposal_id)
+                if row.arm is not None:
+                    charge_arm(connection, row.run_name, row.arm, cost_usd=call.cost_usd)
 
     def settle_proposal(self, settlement: Settlement) -> None:
         """A proposal that made no candidate: its outcome, and the arm's pull."""
-        with self._write() as session, session.begin():
-            settle(session, settlement, candidate_id=None)
+        with self._writing() as connection:
+            settle(connection, settlement, candidate_id=None)
 
     def interrupt_proposals(self, run_name: str) -> int:
         """Close the proposals a stopped or killed driver left open, from the calls they
         stored, charging their bandit arms; how many there were."""
-        query = select(Proposal).where(Proposal.run_name == run_name, Proposal.outcome.is_(None))
-        with self._write() as session, session.begin():
-            rows = list(session.scalars(query.with_for_update()))
-            for row in rows:
-                _close(session, row, "interrupted", candidate_id=None)
-                row.detail = "in flight when the run stopped"
-        return len(rows)
+        query = select(Proposal.id).where(Proposal.run_name == run_name, Proposal.outcome.is_(None))
+        detail = "in flight when the run stopped"
+        with self._writing() as connection:
+            open_ids = list(connection.scalars(query.order_by(Proposal.id)))
+            for proposal_id in open_ids:
+                settle(connection, Settlement(proposal_id, "interrupted", detail=detail))
+        return len(open_ids)
 
     def recent_attempts(self, parent_id: int, limit: int) -> list[ProposalRecord]:
         """The parent's latest settled proposals, newest first, with their children as they
@@ -148,57 +166,62 @@ class Proposals(Database):
             return [LLMCallRecord.of(row) for row in session.scalars(query)]
 
 
-def settle(session: Session, settlement: Settlement, *, candidate_id: int | None) -> None:
-    """Inside the caller's transaction: store the calls not streamed yet, link the calls
-    to the child, close the proposal and charge the bandit arm."""
+def settle(
+    connection: Connection, settlement: Settlement, *, candidate_id: int | None = None
+) -> None:
+    """Inside the caller's transaction: close the proposal (which locks its row against the
+    ledger writer), store the calls not streamed yet, total them, link them to the child
+    and charge the bandit arm."""
     if settlement.outcome not in OUTCOMES:
         raise ValueError(f"{settlement.outcome!r} is no proposal outcome; see {OUTCOMES}")
-    row = session.get(Proposal, settlement.proposal_id, with_for_update=True)
-    if row is None:
-        raise KeyError(f"no proposal with id {settlement.proposal_id}")
-    stored = _stored_ids(session, row.id)
-    missing = [call for call in settlement.calls if call.call_id not in stored]
-    session.add_all(call_rows(row.run_name, row.operator, missing, proposal_id=row.id))
-    session.flush()
-    _close(session, row, settlement.outcome, candidate_id=candidate_id)
-    row.detail = settlement.detail
-    row.summary = settlement.summary
-    row.nearest_id = settlement.nearest_id
-    row.similarity = settlement.similarity
-
-
-def _stored_ids(session: Session, proposal_id: int) -> set[str | None]:
-    query = select(LLMCall.call_id).where(LLMCall.proposal_id == proposal_id)
-    return set(session.scalars(query))
-
-
-def _close(session: Session, row: Proposal, outcome: str, *, candidate_id: int | None) -> None:
-    """Outcome, child, the totals of the calls stored under the proposal, and the pull of
-    its bandit arm."""
-    if candidate_id is not None:
-        session.execute(
-            update(LLMCall).where(LLMCall.proposal_id == row.id).values(candidate_id=candidate_id)
+    closing = {
+        "outcome": settlement.outcome,
+        "finished_at": time.time(),
+        "detail": settlement.detail,
+        "summary": settlement.summary,
+        "nearest_id": settlement.nearest_id,
+        "similarity": settlement.similarity,
+    }
+    if isinstance(settlement.proposal_id, Opening):
+        opening = settlement.proposal_id
+        values = {**opening.row(), **closing, "candidate_id": candidate_id}
+        proposal_id = connection.execute(statements.OPEN_PROPOSAL, values).scalar_one()
+        run_name, operator, arm = opening.run_name, opening.operator, opening.arm
+        streamed = False  # nobody knew of it to store a call under it
+    else:
+        proposal_id = settlement.proposal_id
+        values = {**closing, "proposal_id": proposal_id, "child_id": candidate_id}
+        row = connection.execute(statements.CLOSE_PROPOSAL, values).one_or_none()
+        if row is None:
+            raise KeyError(f"no proposal with id {proposal_id}")
+        run_name, operator, arm = row.run_name, row.operator, row.arm
+        streamed = True
+    insert_calls(connection, run_name, operator, settlement.calls, proposal_id=proposal_id)
+    calls, cost_usd = 0, 0.0
+    if streamed or settlement.calls:
+        calls, cost_usd = _total(connection, proposal_id)
+    if calls and candidate_id is not None:
+        connection.execute(
+            update(LLMCall)
+            .where(LLMCall.proposal_id == proposal_id)
+            .values(candidate_id=candidate_id)
         )
-    row.outcome = outcome
-    row.candidate_id = candidate_id
-    row.finished_at = time.time()
-    _total(session, row)
-    pull(session, row.run_name, row.arm, row.cost_usd)
+    if arm is not None:
+        charge_arm(connection, run_name, arm, pulls=1, cost_usd=cost_usd)
 
 
-def _total(session: Session, row: Proposal) -> None:
-    """The proposal's calls, cost, tokens and models, from the calls stored under it."""
-    calls, usd, tokens = session.execute(
-        select(
-            func.count(),
-            func.coalesce(func.sum(LLMCall.cost_usd), 0.0),
-            func.coalesce(func.sum(LLMCall.input_tokens + LLMCall.output_tokens), 0),
-        ).where(LLMCall.proposal_id == row.id)
-    ).one()
-    models = session.scalars(
-        select(LLMCall.provider + ":" + LLMCall.model)
-        .where(LLMCall.proposal_id == row.id)
-        .distinct()
-    )
-    row.models = sorted(models)
-    row.calls, row.cost_usd, row.tokens = int(calls), float(usd), int(tokens)
+def _total(connection: Connection, proposal_id: int) -> tuple[int, float]:
+    """The proposal's calls, cost, tokens and models, from the calls stored under it; its
+    (calls, cost)."""
+    totals = connection.execute(statements.TOTAL_PROPOSAL, {"proposal_id": proposal_id})
+    calls, cost_usd = totals.one()
+    if calls:
+        models = connection.scalars(
+            select(LLMCall.provider + ":" + LLMCall.model)
+            .where(LLMCall.proposal_id == proposal_id)
+            .distinct()
+        )
+        connection.execute(
+            update(Proposal).where(Proposal.id == proposal_id).values(models=sorted(models))
+        )
+    return int(calls), float(cost_usd)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import Row
+
 from evolve.program import Program
 from evolve.results import Counter, StageResult
 from evolve.store.schema import Candidate, Evaluation, LLMCall, Proposal, Run
@@ -61,7 +63,8 @@ class CandidateRecord:
     created_at: float
 
     @classmethod
-    def of(cls, row: Candidate) -> CandidateRecord:
+    def of(cls, row: Candidate | Row[Any]) -> CandidateRecord:
+        """From the ORM's row or from a Core row of all the table's columns."""
         return cls(
             id=row.id,
             run_name=row.run_name,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections import deque
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
@@ -16,10 +16,14 @@ from evolve.ui.tables import leaderboard
 
 STYLES = {"best": "bold green", "failure": "red", "warning": "yellow", "remeasure": "cyan"}
 REFRESH_S = 0.5
+# The table is read from the store when the engine says its top changed, and at least this
+# often, for what the engine does not follow (another run's writes, Pareto marks).
+TABLE_REFRESH_S = 10.0
 
 
 class Dashboard:
-    """Progress against the budget, the top 10, and the latest events, redrawn twice a second."""
+    """Progress against the budget, the top 10, and the latest events, redrawn twice a second;
+    the top 10 is read again only when it changed."""
 
     def __init__(self, store: Store, run_name: str, console: Console) -> None:
         self.store, self.run_name = store, run_name
@@ -36,12 +40,15 @@ class Dashboard:
         self.live = Live(console=console, auto_refresh=False, transient=False)
         self.drawn = 0.0
         self.snapshot: Snapshot | None = None
+        self.table: RenderableType = Text("")
+        self.table_read: tuple[int, float] | None = None  # (leaders' version, when)
 
     def __enter__(self) -> Dashboard:
         self.live.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.table_read = None  # the last picture shows the store as the run left it
         self._draw()
         self.live.__exit__(None, None, None)
 
@@ -77,12 +84,19 @@ class Dashboard:
                 if s.budget_wall_s
                 else f"{s.elapsed_s:.0f}s (no limit)",
             )
-        run = self.store.get_run(self.run_name)
-        table = leaderboard(self.store, run) if run is not None else Text("")
         self.live.update(
-            Group(self.progress, table, Text("recent events", style="bold"), *self.events)
+            Group(self.progress, self._table(), Text("recent events", style="bold"), *self.events)
         )
         self.live.refresh()
+
+    def _table(self) -> RenderableType:
+        version = self.snapshot.leaders if self.snapshot else -1
+        read = self.table_read
+        if read is None or read[0] != version or time.monotonic() - read[1] >= TABLE_REFRESH_S:
+            run = self.store.get_run(self.run_name)
+            self.table = leaderboard(self.store, run) if run is not None else Text("")
+            self.table_read = (version, time.monotonic())
+        return self.table
 
 
 class PlainLog:

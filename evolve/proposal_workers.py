@@ -1,0 +1,82 @@
+"""Where model proposals run: a few long-lived Ray actors, each answering many proposals at
+once on threads, not a Ray task (and a worker process) per proposal.
+
+A proposal spends its time waiting on a model's HTTP reply. A task per proposal paid for
+that wait with a process per request in flight (about 150 MB each with the SDKs loaded),
+a fresh deserialised mutator and a new HTTP connection every time. An actor keeps its
+mutators, so each thread's model clients keep their connections from one proposal to
+the next. Each thread has copies of its own: the mutators were written for one proposal at
+a time (an agent's evaluator, a client's lazily opened SDK), and copies share nothing.
+
+The actors take no CPU slot, so a slow model never holds an evaluation slot idle, and
+Ray restarts one that dies (its proposals in flight come back as lost, and are settled
+so). They end with the run.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import threading
+from collections.abc import Mapping
+
+import ray
+from ray import cloudpickle
+from ray.actor import ActorHandle
+
+from evolve.llm.hooks import CallHooks
+from evolve.mutators import MutationRequest, Mutator, Proposal
+from evolve.secrets import Keys
+from evolve.workers import MutationFailed, make_proposal
+
+THREADS = 32  # proposals one actor works on at once
+
+
+@ray.remote(num_cpus=0, max_restarts=-1)
+class ProposalWorker:
+    def __init__(self, mutators: bytes) -> None:
+        """`mutators` pickled, unpickled once per thread."""
+        self.pickled = mutators
+        self.local = threading.local()
+
+    def propose(
+        self, name: str, request: MutationRequest, keys: Keys, hooks: CallHooks
+    ) -> Proposal | MutationFailed:
+        mine: dict[str, Mutator] | None = getattr(self.local, "mutators", None)
+        if mine is None:
+            mine = self.local.mutators = pickle.loads(self.pickled)
+        return make_proposal(mine[name], request, keys, hooks)
+
+
+class ProposalWorkers:
+    """Enough actors for `in_flight` proposals at once, started when the first is asked
+    for; each proposal goes to the one with the fewest in flight."""
+
+    def __init__(self, mutators: Mapping[str, Mutator], in_flight: int) -> None:
+        self.pickled = cloudpickle.dumps(dict(mutators))  # a task's own classes by value
+        self.count = max(1, math.ceil(in_flight / THREADS))
+        self.actors: list[ActorHandle] = []
+        self.busy: dict[ray.ObjectRef, ActorHandle] = {}
+
+    def submit(
+        self, name: str, request: MutationRequest, keys: Keys, hooks: CallHooks
+    ) -> ray.ObjectRef:
+        if not self.actors:
+            worker = ProposalWorker.options(max_concurrency=THREADS)  # type: ignore[attr-defined]
+            self.actors = [worker.remote(self.pickled) for _ in range(self.count)]
+        load = {id(actor): 0 for actor in self.actors}
+        for actor in self.busy.values():
+            load[id(actor)] += 1
+        actor = min(self.actors, key=lambda a: load[id(a)])
+        ref = actor.propose.remote(name, request, keys, hooks)
+        self.busy[ref] = actor
+        return ref
+
+    def done(self, ref: ray.ObjectRef) -> None:
+        self.busy.pop(ref, None)
+
+    def close(self) -> None:
+        """Proposals still running are abandoned with their actors."""
+        for actor in self.actors:
+            ray.kill(actor)
+        self.actors, self.busy = [], {}

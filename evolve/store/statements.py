@@ -1,0 +1,147 @@
+"""The store's per-candidate writes, as statements built once with bound parameters.
+
+The engine writes a few rows for every proposal and evaluation, thousands a minute on a
+fast evaluator. Building a statement costs SQLAlchemy more CPU than SQLite takes to run
+it, so the hot ones are built here once (per dialect where ON CONFLICT is involved) and
+executed with a dict of values; SQLAlchemy then also reuses their compiled form.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from sqlalchemy import Insert, Update, bindparam, case, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from evolve.results import OK
+from evolve.store.schema import PENDING, BanditArm, Candidate, Evaluation, LLMCall, Proposal
+
+CANDIDATES, EVALUATIONS = Candidate.__table__, Evaluation.__table__
+PROPOSALS, CALLS, ARMS = Proposal.__table__, LLMCall.__table__, BanditArm.__table__
+
+
+def _dialect_insert(dialect: str, table: object) -> sqlite.Insert | postgresql.Insert:
+    """An INSERT that can say ON CONFLICT, which both backends speak but SQLAlchemy spells
+    per dialect: a duplicate or an upsert is then one statement and never an error, which
+    would roll back the caller's whole transaction."""
+    module = postgresql if dialect == "postgresql" else sqlite
+    return module.insert(table)  # type: ignore[arg-type]
+
+
+@cache
+def add_candidate(dialect: str) -> Insert:
+    """Nothing happens if the run holds the code already; the new id otherwise."""
+    adding = _dialect_insert(dialect, CANDIDATES)
+    adding = adding.on_conflict_do_nothing(index_elements=["run_name", "code_hash"])
+    return adding.returning(CANDIDATES.c.id)
+
+
+@cache
+def add_calls(dialect: str) -> Insert:
+    """A call the ledger writer stored first (same call_id) is skipped by the database, not
+    by a read beforehand that could race with it."""
+    return _dialect_insert(dialect, CALLS).on_conflict_do_nothing(index_elements=["call_id"])
+
+
+@cache
+def charge_arm(dialect: str) -> Insert:
+    """Adds to an arm's pulls, reward and cost, creating its row the first time the run
+    pulls it; the upsert holds the row's lock for the rest of the transaction."""
+    adding = _dialect_insert(dialect, ARMS)
+    return adding.on_conflict_do_update(
+        index_elements=["run_name", "arm"],
+        set_={
+            "pulls": ARMS.c.pulls + adding.excluded.pulls,
+            "reward": ARMS.c.reward + adding.excluded.reward,
+            "cost_usd": ARMS.c.cost_usd + adding.excluded.cost_usd,
+        },
+    )
+
+
+CANDIDATE = select(*CANDIDATES.c).where(CANDIDATES.c.id == bindparam("id"))
+
+EVALUATION_FIELDS = (
+    "candidate_id",
+    "kind",
+    "status",
+    "stages",
+    "metrics",
+    "counters",
+    "feedback",
+    "artifacts",
+    "sandbox",
+    "score",
+    "input_seed",
+    "worker",
+    "started_at",
+    "finished_at",
+)
+# The run's name comes from the candidate in the same statement: no candidate, no row.
+ADD_EVALUATION = (
+    insert(EVALUATIONS)
+    .from_select(
+        [*EVALUATION_FIELDS, "run_name"],
+        select(
+            *[bindparam(name, type_=EVALUATIONS.c[name].type) for name in EVALUATION_FIELDS],
+            CANDIDATES.c.run_name,
+        ).where(CANDIDATES.c.id == bindparam("candidate_id")),
+    )
+    .returning(EVALUATIONS.c.id)
+)
+
+
+def _rescored(status: object) -> Update:
+    """The candidate after a new evaluation of `status`: its status, the count of its ok
+    measurements, and their minimum as its score while it is ok."""
+    of_candidate = EVALUATIONS.c.candidate_id == bindparam("candidate_id")
+    passed = (of_candidate, EVALUATIONS.c.status == OK)
+    lowest = select(func.min(EVALUATIONS.c.score)).where(*passed).scalar_subquery()
+    return (
+        update(CANDIDATES)
+        .where(CANDIDATES.c.id == bindparam("candidate_id"))
+        .values(
+            status=status,
+            measurements=select(func.count()).where(*passed).scalar_subquery(),
+            score=case((status == OK, lowest)),  # type: ignore[operator]
+        )
+        .returning(*CANDIDATES.c)
+    )
+
+
+# Passed: a pending candidate becomes ok and one that failed before stays failed.
+RESCORE_PASSED = _rescored(case((CANDIDATES.c.status == PENDING, OK), else_=CANDIDATES.c.status))
+# Failed: the candidate takes the failure's status (bound as `failure`).
+RESCORE_FAILED = _rescored(bindparam("failure", type_=CANDIDATES.c.status.type))
+
+OPEN_PROPOSAL = insert(PROPOSALS).returning(PROPOSALS.c.id)
+CLOSE_PROPOSAL = (
+    update(PROPOSALS)
+    .where(PROPOSALS.c.id == bindparam("proposal_id"))
+    .values(
+        outcome=bindparam("outcome"),
+        candidate_id=bindparam("child_id"),  # bound names may not be the SET's columns
+        finished_at=bindparam("finished_at"),
+        detail=bindparam("detail"),
+        summary=bindparam("summary"),
+        nearest_id=bindparam("nearest_id"),
+        similarity=bindparam("similarity"),
+    )
+    .returning(PROPOSALS.c.run_name, PROPOSALS.c.operator, PROPOSALS.c.arm)
+)
+_OF_PROPOSAL = CALLS.c.proposal_id == bindparam("proposal_id")
+# A statement of its own, after the proposal's row is locked, so that it sees a call the
+# ledger writer committed while this transaction waited for the lock.
+TOTAL_PROPOSAL = (
+    update(PROPOSALS)
+    .where(PROPOSALS.c.id == bindparam("proposal_id"))
+    .values(
+        calls=select(func.count()).where(_OF_PROPOSAL).scalar_subquery(),
+        cost_usd=select(func.coalesce(func.sum(CALLS.c.cost_usd), 0.0))
+        .where(_OF_PROPOSAL)
+        .scalar_subquery(),
+        tokens=select(func.coalesce(func.sum(CALLS.c.input_tokens + CALLS.c.output_tokens), 0))
+        .where(_OF_PROPOSAL)
+        .scalar_subquery(),
+    )
+    .returning(PROPOSALS.c.calls, PROPOSALS.c.cost_usd)
+)
