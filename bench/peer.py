@@ -51,25 +51,30 @@ ANCHOR = "A = 1  # @knob int 0..100000"
 WINDOWS = (50, 300, 1000, 2000, 3500, 5000, 10000, 20000)  # candidates evaluated
 
 
-def new_line_model(latency_s: float = 0.0) -> Any:
+class NewLineModel:
     """A model that adds a line no program had before under the anchor line, so that every
-    answer is a new candidate."""
-    counter = itertools.count(1)
-    lock = threading.Lock()
+    answer is a new candidate; after `latency_s`, if given. It notes when it was first
+    asked, on this machine's clock."""
 
-    def answer(body: dict[str, Any]) -> Reply | Stall:
+    def __init__(self, latency_s: float = 0.0) -> None:
+        self.latency_s = latency_s
+        self.counter = itertools.count(1)
+        self.lock = threading.Lock()
+        self.first_asked: float | None = None
+
+    def __call__(self, body: dict[str, Any]) -> Reply | Stall:
         if ANCHOR not in prompt_text(body):
             raise AssertionError("the prompt did not show the parent's code")
-        with lock:
-            n = next(counter)
+        with self.lock:
+            n = next(self.counter)
+            self.first_asked = self.first_asked or time.time()
         diff = f"<<<<<<< SEARCH\n{ANCHOR}\n=======\n{ANCHOR}\nV{n} = {n}\n>>>>>>> REPLACE\n"
         reply = Reply(diff, input_tokens=100, output_tokens=20)
-        return Stall(latency_s, reply) if latency_s else reply
-
-    return answer
+        return Stall(self.latency_s, reply) if self.latency_s else reply
 
 
 def write_task(folder: Path, url: str, candidates: int, concurrency: int) -> Path:
+    """`candidates` children of the seed, made by a model."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "seed.py").write_text(SEED)
     task = folder / "task.yaml"
@@ -81,7 +86,7 @@ def write_task(folder: Path, url: str, candidates: int, concurrency: int) -> Pat
             evaluator: {{name: synthetic, params: {{target: 1000000}}}}
             objectives: [{{name: distance, direction: minimize}}]
             search: {{islands: 4, migration_interval: 50}}
-            budget: {{candidates: {candidates}}}
+            budget: {{candidates: {candidates + 1}}}
             sandbox: {{backend: process}}
             mutators:
               - name: diff
@@ -241,7 +246,7 @@ def main() -> None:
     for _ in range(args.repeats):  # alternated, so that background load hits both alike
         with (
             tempfile.TemporaryDirectory() as tmp,
-            ScriptedLLMServer(default=new_line_model()) as server,
+            ScriptedLLMServer(default=NewLineModel()) as server,
         ):
             folder = Path(tmp)
             task = write_task(folder / "task", server.openai_url, args.candidates, args.concurrency)
@@ -261,16 +266,15 @@ def main() -> None:
             if window in peer:
                 ratio = statistics.median(values) / statistics.median(peer[window])
                 say(f"  evolve / OpenEvolve, candidates {window[0]}-{window[1]}: {ratio:.2f}x")
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        ScriptedLLMServer(default=new_line_model(args.latency)) as server,
-    ):
+    slow = NewLineModel(args.latency)
+    with tempfile.TemporaryDirectory() as tmp, ScriptedLLMServer(default=slow) as server:
         folder = Path(tmp)
-        budget = max(6 * args.concurrency, 40)
+        budget = 10 * (args.workers + args.concurrency)
         task = write_task(folder / "task", server.openai_url, budget, args.concurrency)
         finished = run_evolve(folder, task, args.workers)["finished"]
-        # Steady state: from the first child's evaluation on, past the first replies.
-        rate = (len(finished) - 1) / (finished[-1] - finished[0])
+        # From the first request to the last child evaluated: every child waited a reply.
+        assert slow.first_asked is not None
+        rate = len(finished) / (finished[-1] - slow.first_asked)
         slots = args.workers + args.concurrency  # proposals the engine keeps in flight
         ideal = slots / args.latency
         say(f"slot efficiency at {args.latency:g} s per reply, {slots} proposals in flight: "

@@ -9,9 +9,11 @@ refreshed every `search.digest_every` candidates from the store.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from evolve.budgets import Budgets
 from evolve.candidate_cache import CandidateCache
-from evolve.digest import run_digest
+from evolve.digest import Outlines
 from evolve.mutators import Parent
 from evolve.mutators.base import PastAttempt
 from evolve.search.novelty import NoveltyIndex
@@ -21,6 +23,7 @@ from evolve.store.evaluations import scoring_evaluation
 from evolve.task import TaskSpec
 
 ELITE_POOL = 24  # of the island's best, where diverse inspirations are drawn from
+SHOWN_KEPT = 4096  # programs as prompts show them, kept in memory; a bound, not the run
 
 
 class Briefing:
@@ -40,6 +43,12 @@ class Briefing:
         self.budgets = budgets
         self.digest = ""
         self.digested_at = -1  # candidates in the run when the digest was last written
+        self.outlines = Outlines(store, run_name)
+        # Each program as a prompt shows it, by the state of its record: a new evaluation
+        # changes its status or its count of measurements, and so the key. The same
+        # elites are shown again and again, and reading their evaluations each time was
+        # most of a model proposal's cost to the driver.
+        self.shown: OrderedDict[tuple[int, str, int], Parent] = OrderedDict()
 
     def others(self, pick: Pick, partner_id: int | None) -> tuple[Parent, ...]:
         """The partner first (crossover's second parent), then up to `search.inspirations`
@@ -67,7 +76,7 @@ class Briefing:
     def run_digest(self, added: int) -> str:
         """The digest, rewritten once `search.digest_every` candidates have been added."""
         if self.digested_at < 0 or added - self.digested_at >= self.spec.search.digest_every:
-            self.digest = run_digest(self.store, self.run_name)
+            self.digest = self.outlines.digest()
             self.digested_at = added
         return self.digest
 
@@ -81,13 +90,21 @@ class Briefing:
         evaluation that gave its score, so the score and the numbers beside it agree."""
         if self.spec.llm is None:
             return Parent(candidate.id, candidate.program, candidate.score)
+        key = (candidate.id, candidate.status, candidate.measurements)
+        if (kept := self.shown.get(key)) is not None:
+            self.shown.move_to_end(key)
+            return kept
         evaluations = self.store.evaluations(candidate.id)
         shown = scoring_evaluation(evaluations) or (evaluations[-1] if evaluations else None)
-        if shown is None:
-            return Parent(candidate.id, candidate.program, candidate.score)
-        return Parent(
-            candidate.id, candidate.program, candidate.score, shown.metrics, shown.feedback
-        )
+        parent = Parent(candidate.id, candidate.program, candidate.score)
+        if shown is not None:
+            parent = Parent(
+                candidate.id, candidate.program, candidate.score, shown.metrics, shown.feedback
+            )
+        self.shown[key] = parent
+        if len(self.shown) > SHOWN_KEPT:
+            self.shown.popitem(last=False)
+        return parent
 
 
 def _attempt(proposal: ProposalRecord) -> PastAttempt:

@@ -3,8 +3,8 @@
 A model sees one parent at a time. The digest tells it what the whole run has learnt: how
 the best score moved, which operators make children that pass and beat their parent, the
 commonest failures with an example, and the changes that gained most. It is counted from
-the store's candidates, with no model call, so refreshing it every few candidates costs
-one query.
+the run's candidates, with no model call: read from the store once, then kept by the
+engine as candidates are added and evaluated.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from evolve.results import OK
-from evolve.store import Store
+from evolve.store import CandidateRecord, Store
 from evolve.store.schema import PENDING
 
 SHOWN = 3  # failure kinds, and gains, listed
@@ -32,7 +32,31 @@ class _Candidate:
 
 def run_digest(store: Store, run_name: str) -> str:
     """About a dozen lines; empty until a child of the seed has been evaluated."""
-    every = _candidates(store, run_name)
+    return _digest(store, _candidates(store, run_name))
+
+
+class Outlines:
+    """The run's candidates without their code, read from the store once and then kept up
+    to date by the engine (`note`), so that refreshing the digest every few candidates
+    never reads the whole run back: at 5,000 candidates that read cost more than the
+    proposals it was written for."""
+
+    def __init__(self, store: Store, run_name: str) -> None:
+        self.store, self.run_name = store, run_name
+        self.rows: dict[int, _Candidate] | None = None  # by id, oldest first
+
+    def note(self, candidate: CandidateRecord) -> None:
+        """A candidate just added, or just evaluated."""
+        if self.rows is not None:
+            self.rows[candidate.id] = _outline(candidate)
+
+    def digest(self) -> str:
+        if self.rows is None:
+            self.rows = {c.id: c for c in _candidates(self.store, self.run_name)}
+        return _digest(self.store, list(self.rows.values()))
+
+
+def _digest(store: Store, every: list[_Candidate]) -> str:
     children = [c for c in every if c.parent is not None and c.status != PENDING]
     if not children:
         return ""
@@ -44,6 +68,17 @@ def run_digest(store: Store, run_name: str) -> str:
             *_failures(store, children),
             *_gains(children, scores),
         ]
+    )
+
+
+def _outline(candidate: CandidateRecord) -> _Candidate:
+    return _Candidate(
+        id=candidate.id,
+        parent=candidate.parent_ids[0] if candidate.parent_ids else None,
+        operator=str(candidate.mutation.get("operator", "?")),
+        status=candidate.status,
+        score=candidate.score,
+        summary=str(candidate.mutation.get("summary") or ""),
     )
 
 

@@ -140,6 +140,7 @@ class Engine:
     def run(self) -> Outcome:
         self._restore()
         self.pool.start()
+        self.proposer.workers.start()
         self.events.emit(Event("info", f"starting {self.pool.size} evaluation worker(s)"))
         try:
             reason = self._loop()
@@ -302,6 +303,7 @@ class Engine:
             self.proposer.bandit.rewarded(*reward)
         self.candidates.remember(candidate)
         self.leaders.update(candidate.id, candidate.score)
+        self.proposer.evaluated(candidate)
         if job.kind == "evaluate":
             self.recorded += 1
         self._update_search(candidate, job, result, stepped)

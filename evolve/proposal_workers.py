@@ -49,21 +49,27 @@ class ProposalWorker:
 
 
 class ProposalWorkers:
-    """Enough actors for `in_flight` proposals at once, started when the first is asked
-    for; each proposal goes to the one with the fewest in flight."""
+    """Enough actors for `in_flight` proposals at once, each proposal sent to the one with
+    the fewest in flight."""
 
     def __init__(self, mutators: Mapping[str, Mutator], in_flight: int) -> None:
+        self.wanted = bool(mutators)
         self.pickled = cloudpickle.dumps(dict(mutators))  # a task's own classes by value
         self.count = max(1, math.ceil(in_flight / THREADS))
         self.actors: list[ActorHandle] = []
         self.busy: dict[ray.ObjectRef, ActorHandle] = {}
 
+    def start(self) -> None:
+        """Ask Ray for the actors, without waiting: they start while the seed is evaluated,
+        not after it. A run whose proposals are all made in the driver needs none."""
+        if not self.actors and self.wanted:
+            worker = ProposalWorker.options(max_concurrency=THREADS)  # type: ignore[attr-defined]
+            self.actors = [worker.remote(self.pickled) for _ in range(self.count)]
+
     def submit(
         self, name: str, request: MutationRequest, keys: Keys, hooks: CallHooks
     ) -> ray.ObjectRef:
-        if not self.actors:
-            worker = ProposalWorker.options(max_concurrency=THREADS)  # type: ignore[attr-defined]
-            self.actors = [worker.remote(self.pickled) for _ in range(self.count)]
+        self.start()
         load = {id(actor): 0 for actor in self.actors}
         for actor in self.busy.values():
             load[id(actor)] += 1

@@ -196,7 +196,14 @@ class Proposer:
                 job, "budget", proposal.calls, detail="the candidate budget is full"
             )
             return None
-        return self.admission.admit(job, proposal)
+        child = self.admission.admit(job, proposal)
+        if child is not None:
+            self.briefing.outlines.note(child)
+        return child
+
+    def evaluated(self, candidate: CandidateRecord) -> None:
+        """A candidate as its latest evaluation left it, for the run's digest."""
+        self.briefing.outlines.note(candidate)
 
     def failed(self, candidate: CandidateRecord) -> None:
         """A child that failed its evaluation, for `fix` to try once."""

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from evolve.digest import run_digest
 from evolve.engine import Engine
 from evolve.llm import LLMCall
 from evolve.program import Program
@@ -212,6 +213,8 @@ def test_every_way_a_proposal_ends_is_in_the_ledger_and_in_later_prompts(
             assert proposal.nearest_id is not None and proposal.candidate_id is None
         if proposal.outcome == "candidate":
             assert proposal.summary and proposal.candidate_id is not None
+    # The digest the engine kept in memory is the one the store would give.
+    assert engine.proposer.briefing.outlines.digest() == run_digest(store, RUN)
     rejected = sum(p.outcome in ("too_similar", "duplicate") for p in proposals)
     evaluated = [e for e in store.run_evaluations(RUN) if e.kind == "evaluate"]
     assert store.count_candidates(RUN) == 7 and len(evaluated) == 7

@@ -507,3 +507,21 @@ def test_a_proposal_made_in_the_driver_is_written_settled_in_one_row(store: Stor
     )
     assert store.proposal_outcomes(RUN) == {"candidate": 1, "duplicate": 1}
     assert store.bandit_arms(RUN) == {arm: (2, 0.0, 0.0)}
+
+
+def test_settled_proposals_written_late_in_a_turn_are_read_back_and_kept(store: Store) -> None:
+    """A settled proposal's row waits for the turn's next read or its commit (one
+    executemany for all of them); a read inside the turn must still see it."""
+    seed = add(store, 1)
+    opening = Opening(RUN, "autotune", (seed.id,), 0)
+    with store.turn():
+        for _ in range(3):
+            store.settle_proposal(Settlement(opening, "duplicate", detail="again"))
+        assert store.proposal_outcomes(RUN) == {"duplicate": 3}
+        store.settle_proposal(Settlement(opening, "failed", detail="crashed"))
+        store.settle_proposal(Settlement(opening, "failed", detail="crashed"))
+    assert store.proposal_outcomes(RUN) == {"duplicate": 3, "failed": 2}
+    with pytest.raises(KeyError), store.turn():
+        store.settle_proposal(Settlement(opening, "failed", detail="lost with its turn"))
+        evaluate(store, 12345, PASSED, 1.0)
+    assert store.proposal_outcomes(RUN) == {"duplicate": 3, "failed": 2}

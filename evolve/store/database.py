@@ -6,16 +6,17 @@ writer, and with synchronous=NORMAL a commit survives a killed process without a
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, Executable, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.orm import Session, sessionmaker
@@ -63,6 +64,29 @@ def _sqlite_begin(connection: Connection) -> None:
     connection.exec_driver_sql(connection.get_execution_options().get("sqlite_begin", "BEGIN"))
 
 
+DEFERRED = "evolve.deferred"  # the open turn's deferred writes, in its connection's info
+
+
+def defer(connection: Connection, statement: Executable, values: dict[str, Any]) -> None:
+    """A write nothing reads back at once (a settled proposal's row): inside a turn it waits
+    for the turn's next read or its commit, and goes with the others like it in one
+    executemany, one round trip on PostgreSQL; outside a turn it is written now."""
+    pending = connection.info.get(DEFERRED)
+    if pending is None:
+        connection.execute(statement, values)
+    else:
+        pending.append((statement, values))
+
+
+def flush_deferred(connection: Connection) -> None:
+    pending = connection.info.get(DEFERRED)
+    if not pending:
+        return
+    for statement, group in itertools.groupby(pending, key=lambda item: item[0]):
+        connection.execute(statement, [values for _, values in group])
+    pending.clear()
+
+
 def _engine(url: URL) -> Engine:
     if url.get_backend_name() != "sqlite":
         return create_engine(url)
@@ -104,10 +128,13 @@ class Database:
             raise RuntimeError("a store turn is already open")
         with self._writer.begin() as connection:
             self._turn = (threading.get_ident(), connection)
+            connection.info[DEFERRED] = []
             try:
                 yield
+                flush_deferred(connection)
             finally:
                 self._turn = None
+                connection.info.pop(DEFERRED, None)
 
     @contextmanager
     def _writing(self) -> Iterator[Connection]:
@@ -126,6 +153,7 @@ class Database:
         of its own."""
         turn = self._turn
         if turn is not None and turn[0] == threading.get_ident():
+            flush_deferred(turn[1])
             yield turn[1]
             return
         with self._engine.connect() as connection:
@@ -143,6 +171,7 @@ class Database:
         turn = self._turn
         if turn is None or turn[0] != threading.get_ident():
             return factory()
+        flush_deferred(turn[1])
         return Session(bind=turn[1], expire_on_commit=False, join_transaction_mode="rollback_only")
 
     @property

@@ -18,7 +18,7 @@ from sqlalchemy import Connection, func, select, update
 from evolve.llm import LLMCall as LLMCallRecordable
 from evolve.proposal_outcomes import OUTCOMES, Outcome
 from evolve.store import statements
-from evolve.store.database import Database
+from evolve.store.database import Database, defer
 from evolve.store.ledger import charge_arm, insert_calls
 from evolve.store.records import LLMCallRecord, ProposalRecord
 from evolve.store.schema import Candidate, LLMCall, Proposal
@@ -129,15 +129,10 @@ class Proposals(Database):
     def recent_attempts(self, parent_id: int, limit: int) -> list[ProposalRecord]:
         """The parent's latest settled proposals, newest first, with their children as they
         stand now: what the next prompt on this parent should not repeat."""
-        query = (
-            select(Proposal, Candidate)
-            .outerjoin(Candidate, Candidate.id == Proposal.candidate_id)
-            .where(Proposal.parent_id == parent_id, Proposal.outcome.is_not(None))
-            .order_by(Proposal.id.desc())
-            .limit(limit)
-        )
-        with self._read() as session:
-            return [ProposalRecord.of(row, child) for row, child in session.execute(query)]
+        values = {"parent_id": parent_id, "limit": limit}
+        with self._reading() as connection:
+            rows = connection.execute(statements.RECENT_ATTEMPTS, values)
+            return [ProposalRecord.of(row, row if row.status else None) for row in rows]
 
     def proposals(self, run_name: str) -> list[ProposalRecord]:
         """The run's proposals, oldest first."""
@@ -185,6 +180,11 @@ def settle(
     if isinstance(settlement.proposal_id, Opening):
         opening = settlement.proposal_id
         values = {**opening.row(), **closing, "candidate_id": candidate_id}
+        if not settlement.calls:  # nothing will refer to its row: written with the turn
+            defer(connection, statements.ADD_PROPOSAL, values)
+            if opening.arm is not None:
+                charge_arm(connection, opening.run_name, opening.arm, pulls=1)
+            return
         proposal_id = connection.execute(statements.OPEN_PROPOSAL, values).scalar_one()
         run_name, operator, arm = opening.run_name, opening.operator, opening.arm
         streamed = False  # nobody knew of it to store a call under it

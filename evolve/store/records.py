@@ -177,7 +177,11 @@ class ProposalRecord:
     child_score: float | None = None
 
     @classmethod
-    def of(cls, row: Proposal, child: Candidate | None = None) -> ProposalRecord:
+    def of(
+        cls, row: Proposal | Row[Any], child: Candidate | Row[Any] | None = None
+    ) -> ProposalRecord:
+        """From ORM rows, or from a Core row of the proposal's columns and the child's
+        status and score."""
         return cls(
             id=row.id,
             run_name=row.run_name,

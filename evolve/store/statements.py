@@ -114,6 +114,7 @@ RESCORE_PASSED = _rescored(case((CANDIDATES.c.status == PENDING, OK), else_=CAND
 RESCORE_FAILED = _rescored(bindparam("failure", type_=CANDIDATES.c.status.type))
 
 OPEN_PROPOSAL = insert(PROPOSALS).returning(PROPOSALS.c.id)
+ADD_PROPOSAL = insert(PROPOSALS)  # a settled one, whose id nobody needs
 CLOSE_PROPOSAL = (
     update(PROPOSALS)
     .where(PROPOSALS.c.id == bindparam("proposal_id"))
@@ -144,4 +145,14 @@ TOTAL_PROPOSAL = (
         .scalar_subquery(),
     )
     .returning(PROPOSALS.c.calls, PROPOSALS.c.cost_usd)
+)
+
+# A parent's latest settled proposals with their children as they stand: every model
+# proposal's prompt shows them.
+RECENT_ATTEMPTS = (
+    select(*PROPOSALS.c, CANDIDATES.c.status, CANDIDATES.c.score)
+    .outerjoin(CANDIDATES, CANDIDATES.c.id == PROPOSALS.c.candidate_id)
+    .where(PROPOSALS.c.parent_id == bindparam("parent_id"), PROPOSALS.c.outcome.is_not(None))
+    .order_by(PROPOSALS.c.id.desc())
+    .limit(bindparam("limit"))
 )
