@@ -140,7 +140,7 @@ class Engine:
     def run(self) -> Outcome:
         self._restore()
         self.pool.start()
-        self.proposer.workers.start()
+        self.proposer.start()
         self.events.emit(Event("info", f"starting {self.pool.size} evaluation worker(s)"))
         try:
             reason = self._loop()

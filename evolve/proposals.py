@@ -19,6 +19,7 @@ import logging
 import random
 from collections import deque
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import ray
 from ray.exceptions import RayError
@@ -68,7 +69,7 @@ class Proposer:
         self.strategy, self.candidates = strategy, candidates
         self.budgets, self.events, self.services = budgets, events, services
         # The autotuner runs here, in the driver (see workers.make_proposal); the others in
-        # the proposal workers, started with the first proposal that needs them.
+        # the proposal workers, which start with the run.
         self.mutators = {m.name: (mutators[m.name], m.weight) for m in spec.mutators}
         remote = {name: m for name, m in mutators.items() if not isinstance(m, Autotuner)}
         self.workers = ProposalWorkers(remote, in_flight)
@@ -185,9 +186,9 @@ class Proposer:
             self.events.emit(Event("failure", text))
             self.admission.settle(job, proposal.outcome, proposal.calls, detail=proposal.reason)
             # A crash or a lost task brings no calls back; the ledger writer stored them.
-            opened = job.proposal_id if isinstance(job.proposal_id, int) else None
-            lost = not proposal.calls and opened is not None and job.mutator in LLM_OPERATORS
-            paid = self.store.proposal_calls(opened) if lost and opened else proposal.calls
+            paid: Sequence[Any] = proposal.calls
+            if not paid and job.mutator in LLM_OPERATORS and isinstance(job.proposal_id, int):
+                paid = self.store.proposal_calls(job.proposal_id)
             self._spend(paid, job.arm)
             return None
         self._spend(proposal.calls, job.arm)
@@ -224,7 +225,7 @@ class Proposer:
         arm: str | None = None,
     ) -> None:
         """Make the proposal here, to be concluded at once and written in one row; or open
-        it in the ledger and send it to a Ray task."""
+        it in the ledger, for `send` to hand to a proposal worker."""
         mutator = self.finisher if name == FINISHER else self.mutators[name][0]
         if isinstance(mutator, Autotuner):
             opening = Opening(self.run_name, name, tuple(parents), island, arm)
@@ -255,6 +256,10 @@ class Proposer:
             keys = self.keys if job.mutator in LLM_OPERATORS else Keys()
             self.in_flight[self.workers.submit(job.mutator, request, keys, hooks)] = job
         self.outbox = []
+
+    def start(self) -> None:
+        """Start the proposal workers while the seed is evaluated, where any are needed."""
+        self.workers.start()
 
     def close(self) -> None:
         """Proposals still in flight are abandoned; the ledger closes them as interrupted."""
