@@ -27,3 +27,10 @@ def machine() -> str:
 
 def load_average() -> str:
     return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+def spread(values: list[float], form: str = ".2f", scale: float = 1.0) -> str:
+    """The lowest and highest of alternated runs, "low-high", or one number when they agree
+    at the precision shown."""
+    low, high = format(min(values) * scale, form), format(max(values) * scale, form)
+    return low if low == high else f"{low}-{high}"

@@ -23,7 +23,7 @@ import time
 import uuid
 from pathlib import Path
 
-from machine import load_average, machine, say  # bench/machine.py, beside this script
+from machine import load_average, machine, say, spread  # bench/machine.py, beside this script
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -223,15 +223,6 @@ def store_costs(postgres: str | None) -> tuple[float, float | None]:
         drop_schema(postgres, schema)
 
 
-def spread(values: list[float], scale: float = 1.0, digits: int = 2) -> str:
-    low, high = min(values) * scale, max(values) * scale
-    return (
-        f"{low:.{digits}f}"
-        if f"{low:.{digits}f}" == f"{high:.{digits}f}"
-        else (f"{low:.{digits}f}-{high:.{digits}f}")
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--new", type=int, default=2000, help="candidates run through the loop")
@@ -259,9 +250,9 @@ def main() -> None:
         walls = [run["wall"] for run in runs[size]]
         rates = [1 / wall for wall in walls]
         say(
-            f"{size:>9} {spread(walls, 1e3):>13} {spread(rates, digits=0):>10} "
-            f"{spread([run['cpu'] for run in runs[size]], 1e3):>19} "
-            f"{spread([run['setup'] for run in runs[size]], digits=1):>9} "
+            f"{size:>9} {spread(walls, scale=1e3):>13} {spread(rates, '.0f'):>10} "
+            f"{spread([run['cpu'] for run in runs[size]], scale=1e3):>19} "
+            f"{spread([run['setup'] for run in runs[size]], '.1f'):>9} "
             f"{time_selection(size) * 1e6:>8.2f}"
         )
     flat = statistics.median(runs[sizes[-1]][i]["wall"] for i in range(args.repeats))
@@ -270,8 +261,8 @@ def main() -> None:
     if on_postgres:
         walls = [run["wall"] for run in on_postgres]
         say(
-            f"the loop at {sizes[0]} stored on PostgreSQL: {spread(walls, 1e3)} ms per "
-            f"candidate, driver CPU {spread([run['cpu'] for run in on_postgres], 1e3)} ms"
+            f"the loop at {sizes[0]} stored on PostgreSQL: {spread(walls, scale=1e3)} ms per "
+            f"candidate, driver CPU {spread([run['cpu'] for run in on_postgres], scale=1e3)} ms"
         )
     sqlite_s, postgres_s = store_costs(args.postgres)
     line = f"store calls per candidate, one transaction each: SQLite {sqlite_s * 1e3:.2f} ms"

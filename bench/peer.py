@@ -36,7 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from machine import load_average, machine, say  # bench/machine.py, beside this script
+from machine import load_average, machine, say, spread  # bench/machine.py, beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for the tests' scripted server
@@ -218,17 +218,12 @@ def report(name: str, runs: list[dict[str, Any]]) -> dict[tuple[int, int], list[
             rates.setdefault(window, []).append(rate)
     say(f"{name}, {len(runs)} run(s):")
     for (low, high), values in rates.items():
-        say(f"  candidates {low}-{high}: {spread(values)} per second")
+        say(f"  candidates {low}-{high}: {spread(values, '.0f')} per second")
     startups = [run["finished"][0] - run["started"] for run in runs]
     say(f"  start-up (command to the first child evaluated): {spread(startups, '.1f')} s")
     peaks = [run["peak"] / 2**20 for run in runs]
-    say(f"  peak RSS of the process tree: {spread(peaks)} MB")
+    say(f"  peak RSS of the process tree: {spread(peaks, '.0f')} MB")
     return rates
-
-
-def spread(values: list[float], form: str = ".0f") -> str:
-    low, high = format(min(values), form), format(max(values), form)
-    return low if low == high else f"{low}-{high}"
 
 
 def main() -> None:

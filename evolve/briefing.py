@@ -96,11 +96,8 @@ class Briefing:
             return kept
         evaluations = self.store.evaluations(candidate.id)
         shown = scoring_evaluation(evaluations) or (evaluations[-1] if evaluations else None)
-        parent = Parent(candidate.id, candidate.program, candidate.score)
-        if shown is not None:
-            parent = Parent(
-                candidate.id, candidate.program, candidate.score, shown.metrics, shown.feedback
-            )
+        metrics, feedback = (shown.metrics, shown.feedback) if shown else ({}, "")
+        parent = Parent(candidate.id, candidate.program, candidate.score, metrics, feedback)
         self.shown[key] = parent
         if len(self.shown) > SHOWN_KEPT:
             self.shown.popitem(last=False)

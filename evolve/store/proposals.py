@@ -101,8 +101,9 @@ class Proposals(Database):
             ).one_or_none()
             if row is None:
                 raise KeyError(f"no proposal with id {proposal_id}")
-            stored = connection.scalar(select(func.count()).where(LLMCall.call_id == call.call_id))
-            if call.call_id is not None and stored:
+            if call.call_id is not None and connection.scalar(
+                select(func.count()).where(LLMCall.call_id == call.call_id)
+            ):
                 return
             insert_calls(connection, row.run_name, row.operator, [call], proposal_id=proposal_id)
             if row.outcome is not None:
@@ -178,36 +179,31 @@ def settle(
         "similarity": settlement.similarity,
     }
     if isinstance(settlement.proposal_id, Opening):
+        # Made in the driver, by a mutator that calls no model: nothing will refer to its
+        # row, so it is written with the turn.
         opening = settlement.proposal_id
+        if settlement.calls:
+            raise ValueError("a proposal made in the driver has no model calls to settle")
         values = {**opening.row(), **closing, "candidate_id": candidate_id}
-        if not settlement.calls:  # nothing will refer to its row: written with the turn
-            defer(connection, statements.ADD_PROPOSAL, values)
-            if opening.arm is not None:
-                charge_arm(connection, opening.run_name, opening.arm, pulls=1)
-            return
-        proposal_id = connection.execute(statements.OPEN_PROPOSAL, values).scalar_one()
-        run_name, operator, arm = opening.run_name, opening.operator, opening.arm
-        streamed = False  # nobody knew of it to store a call under it
-    else:
-        proposal_id = settlement.proposal_id
-        values = {**closing, "proposal_id": proposal_id, "child_id": candidate_id}
-        row = connection.execute(statements.CLOSE_PROPOSAL, values).one_or_none()
-        if row is None:
-            raise KeyError(f"no proposal with id {proposal_id}")
-        run_name, operator, arm = row.run_name, row.operator, row.arm
-        streamed = True
-    insert_calls(connection, run_name, operator, settlement.calls, proposal_id=proposal_id)
-    calls, cost_usd = 0, 0.0
-    if streamed or settlement.calls:
-        calls, cost_usd = _total(connection, proposal_id)
+        defer(connection, statements.ADD_PROPOSAL, values)
+        if opening.arm is not None:
+            charge_arm(connection, opening.run_name, opening.arm, pulls=1)
+        return
+    proposal_id = settlement.proposal_id
+    values = {**closing, "proposal_id": proposal_id, "child_id": candidate_id}
+    row = connection.execute(statements.CLOSE_PROPOSAL, values).one_or_none()
+    if row is None:
+        raise KeyError(f"no proposal with id {proposal_id}")
+    insert_calls(connection, row.run_name, row.operator, settlement.calls, proposal_id=proposal_id)
+    calls, cost_usd = _total(connection, proposal_id)
     if calls and candidate_id is not None:
         connection.execute(
             update(LLMCall)
             .where(LLMCall.proposal_id == proposal_id)
             .values(candidate_id=candidate_id)
         )
-    if arm is not None:
-        charge_arm(connection, run_name, arm, pulls=1, cost_usd=cost_usd)
+    if row.arm is not None:
+        charge_arm(connection, row.run_name, row.arm, pulls=1, cost_usd=cost_usd)
 
 
 def _total(connection: Connection, proposal_id: int) -> tuple[int, float]:
