@@ -161,30 +161,33 @@ class Engine:
         return Outcome(self.run_name, reason, best, self.seed_id)
 
     def _loop(self) -> str:
+        ready: list[ray.ObjectRef] = []
         while True:
-            overtime = self.budgets.overtime_s()
-            if overtime is None:
-                self.dispatch.submit(self.rng)
-            elif ended := self._out_of_time(overtime):
-                return ended
+            # What arrived together is written together, with the proposals it sets off:
+            # one commit per wait.
             with self.store.turn():
+                self._take(ready)
+                overtime = self.budgets.overtime_s()
+                if overtime is None:
+                    self.dispatch.submit(self.rng)
+                elif ended := self._out_of_time(overtime):
+                    return ended
                 self._propose()
             self.proposer.send()
+            self.events.tick(self._snapshot)
             if self.dispatch.idle() and not self.proposer.in_flight:
                 return self._stop_reason() or self._stuck_reason()
             self.pool.tend()
             refs = [*self.dispatch.in_flight, *self.proposer.in_flight, *self.pool.refs()]
             if not refs:  # jobs waiting for the sandbox to come back, or for room for a worker
                 time.sleep(self.dispatch.outage.wait_s() or IDLE_WAIT_S)
+                ready = []
                 continue
             ready, _ = ray.wait(refs, num_returns=1, timeout=IDLE_WAIT_S)
             if ready:
                 ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
             if not self.holds_run():
                 raise RunTakenOver(f"another driver took run {self.run_name} over")
-            with self.store.turn():  # what arrived together is written together
-                self._take(ready)
-            self.events.tick(self._snapshot)
 
     def _take(self, ready: list[ray.ObjectRef]) -> None:
         for ref in ready:

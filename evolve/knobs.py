@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from evolve.program import Program, ProgramError, split_segments
 
@@ -29,6 +30,7 @@ ANNOTATION = re.compile(r"@knob\s+(?P<kind>\w+)\s*(?P<spec>.*?)\s*(?:\*/)?\s*$")
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])")
 RANGE = re.compile(r"^(?P<low>\S+?)\s*\.\.\s*(?P<high>\S+?)(?:\s+(?P<scale>\S+))?$")
 KINDS = ("int", "pow2", "float", "choice")
+KNOBS_KEPT = 256  # programs whose knobs are kept (see _knobs_in)
 
 Value = int | float | str
 
@@ -127,8 +129,15 @@ def _choice(path: str, index: int, where: str, spec: str, region: str) -> Knob:
 
 def find_knobs(program: Program) -> list[Knob]:
     """Every knob in the program, in file and line order."""
+    return list(_knobs_in(tuple(program.files.items())))
+
+
+@lru_cache(maxsize=KNOBS_KEPT)
+def _knobs_in(files: tuple[tuple[str, str], ...]) -> tuple[Knob, ...]:
+    """Kept for the latest programs: the autotuner reads a parent's knobs for each of the
+    many children it proposes from it."""
     knobs: list[Knob] = []
-    for path, text in program.files.items():
+    for path, text in files:
         index = 0
         for segment in split_segments(path, text):
             for line in segment.lines:
@@ -138,7 +147,7 @@ def find_knobs(program: Program) -> list[Knob]:
                 if knob:
                     knobs.append(knob)
                 index += 1
-    return knobs
+    return tuple(knobs)
 
 
 def format_value(knob: Knob, value: Value) -> str:

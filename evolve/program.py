@@ -12,12 +12,13 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 _COMMENT = r"(?://|#|/\*|--|;)"
 START = re.compile(rf"^\s*{_COMMENT}\s*EVOLVE-BLOCK-START\b")
 END = re.compile(rf"^\s*{_COMMENT}\s*EVOLVE-BLOCK-END\b")
+SPLITS_KEPT = 256  # file texts whose segments are kept (see split_segments)
 
 # C, C++ and CUDA sources and headers: the files whose layout code_hash may ignore.
 C_LIKE = frozenset(
@@ -57,8 +58,12 @@ class Segment:
     lines: tuple[str, ...]
 
 
-def split_segments(path: str, text: str) -> list[Segment]:
-    """Split a file into alternating frozen and mutable runs; the marker lines are frozen."""
+@lru_cache(maxsize=SPLITS_KEPT)
+def split_segments(path: str, text: str) -> tuple[Segment, ...]:
+    """Split a file into alternating frozen and mutable runs; the marker lines are frozen.
+    Kept for the latest texts: a proposal splits its parent's files again and again (to
+    find its knobs, to check its child) and builds a Program of the child, which splits
+    the child's once more."""
     segments: list[Segment] = []
     current: list[str] = []
     inside = False
@@ -79,7 +84,7 @@ def split_segments(path: str, text: str) -> list[Segment]:
     if inside:
         raise ProgramError(f"{path}: EVOLVE-BLOCK-START is never closed")
     segments.append(Segment(False, tuple(current)))
-    return segments
+    return tuple(segments)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ a time (an agent's evaluator, a client's lazily opened SDK), and copies share no
 
 The actors take no CPU slot, so a slow model never holds an evaluation slot idle, and
 Ray restarts one that dies (its proposals in flight come back as lost, and are settled
-so). They end with the run.
+so). They end with the run. Each is handed the run's ledger writer and circuits once, when
+it starts: an actor handle sent with every proposal cost a deserialisation each time.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ import ray
 from ray import cloudpickle
 from ray.actor import ActorHandle
 
+from evolve.llm.circuit import SharedCircuits
 from evolve.llm.hooks import CallHooks
 from evolve.mutators import MutationRequest, Mutator, Proposal
 from evolve.secrets import Keys
+from evolve.services import RunServices
 from evolve.workers import MutationFailed, make_proposal
 
 THREADS = 32  # proposals one actor works on at once
@@ -34,17 +37,25 @@ THREADS = 32  # proposals one actor works on at once
 
 @ray.remote(num_cpus=0, max_restarts=-1)
 class ProposalWorker:
-    def __init__(self, mutators: bytes) -> None:
-        """`mutators` pickled, unpickled once per thread."""
+    def __init__(
+        self, mutators: bytes, ledger: ActorHandle | None, circuits: ActorHandle | None
+    ) -> None:
+        """`mutators` pickled, unpickled once per thread; `ledger` and `circuits` are the
+        run's services (evolve/services.py), which a model proposal reports to."""
         self.pickled = mutators
         self.local = threading.local()
+        self.ledger = ledger
+        self.circuits = SharedCircuits(circuits) if circuits is not None else None
 
     def propose(
-        self, name: str, request: MutationRequest, keys: Keys, hooks: CallHooks
+        self, name: str, request: MutationRequest, keys: Keys, proposal_id: int, model_made: bool
     ) -> Proposal | MutationFailed:
         mine: dict[str, Mutator] | None = getattr(self.local, "mutators", None)
         if mine is None:
             mine = self.local.mutators = pickle.loads(self.pickled)
+        hooks = CallHooks(proposal_id)
+        if model_made:
+            hooks = CallHooks(proposal_id, sink=self.ledger, gate=self.circuits)
         return make_proposal(mine[name], request, keys, hooks)
 
 
@@ -52,9 +63,12 @@ class ProposalWorkers:
     """Enough actors for `in_flight` proposals at once, each proposal sent to the one with
     the fewest in flight."""
 
-    def __init__(self, mutators: Mapping[str, Mutator], in_flight: int) -> None:
+    def __init__(
+        self, mutators: Mapping[str, Mutator], in_flight: int, services: RunServices
+    ) -> None:
         self.wanted = bool(mutators)
         self.pickled = cloudpickle.dumps(dict(mutators))  # a task's own classes by value
+        self.services = services
         self.count = max(1, math.ceil(in_flight / THREADS))
         self.actors: list[ActorHandle] = []
         self.busy: dict[ray.ObjectRef, ActorHandle] = {}
@@ -64,17 +78,19 @@ class ProposalWorkers:
         not after it. A run whose proposals are all made in the driver needs none."""
         if not self.actors and self.wanted:
             worker = ProposalWorker.options(max_concurrency=THREADS)  # type: ignore[attr-defined]
-            self.actors = [worker.remote(self.pickled) for _ in range(self.count)]
+            ledger, circuits = self.services.ledger, self.services.circuits
+            self.actors = [worker.remote(self.pickled, ledger, circuits) for _ in range(self.count)]
 
     def submit(
-        self, name: str, request: MutationRequest, keys: Keys, hooks: CallHooks
+        self, name: str, request: MutationRequest, keys: Keys, proposal_id: int, model_made: bool
     ) -> ray.ObjectRef:
+        """`model_made`: the proposal's model calls go to the run's ledger and circuits."""
         self.start()
         load = {id(actor): 0 for actor in self.actors}
         for actor in self.busy.values():
             load[id(actor)] += 1
         actor = min(self.actors, key=lambda a: load[id(a)])
-        ref = actor.propose.remote(name, request, keys, hooks)
+        ref = actor.propose.remote(name, request, keys, proposal_id, model_made)
         self.busy[ref] = actor
         return ref
 

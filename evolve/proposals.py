@@ -67,15 +67,16 @@ class Proposer:
         """`in_flight`: the most proposals the engine keeps going at once."""
         self.spec, self.store, self.run_name = spec, store, run_name
         self.strategy, self.candidates = strategy, candidates
-        self.budgets, self.events, self.services = budgets, events, services
+        self.budgets, self.events = budgets, events
         # The autotuner runs here, in the driver (see workers.make_proposal); the others in
         # the proposal workers, which start with the run.
         self.mutators = {m.name: (mutators[m.name], m.weight) for m in spec.mutators}
         remote = {name: m for name, m in mutators.items() if not isinstance(m, Autotuner)}
-        self.workers = ProposalWorkers(remote, in_flight)
+        self.workers = ProposalWorkers(remote, in_flight, services)
         self.keys = Keys.read(key_names(spec.llm))  # for model proposals only
         self.bandit = self._restore_bandit() if spec.llm and spec.llm.adaptive else None
-        self.novelty = NoveltyIndex(spec.search.novelty_threshold)
+        model_made = any(name in LLM_OPERATORS for name in self.mutators)
+        self.novelty = NoveltyIndex(spec.search.novelty_threshold, needed=model_made)
         self.briefing = Briefing(
             spec,
             store,
@@ -93,7 +94,7 @@ class Proposer:
         # Proposals made in the driver, which the engine concludes in the same turn.
         self.made: list[tuple[MutationJob, Proposal | workers.MutationFailed]] = []
         # Proposals opened in the store's current turn, sent once it has committed.
-        self.outbox: list[tuple[MutationJob, MutationRequest, CallHooks]] = []
+        self.outbox: list[tuple[MutationJob, int, MutationRequest]] = []
         # Failed candidates waiting for the `fix` operator, each tried once, newest kept.
         self.broken: deque[int] = deque(maxlen=BROKEN_KEPT)
         # Model-made children that passed, tuned in turn by the autotuner (the finisher).
@@ -235,13 +236,8 @@ class Proposer:
         proposal_id = self.store.open_proposal(
             self.run_name, operator=name, parent_ids=parents, island=island, arm=arm
         )
-        model_made = name in LLM_OPERATORS
-        hooks = CallHooks(
-            proposal_id,
-            sink=self.services.ledger if model_made else None,
-            gate=self.services.circuits if model_made else None,
-        )
-        self.outbox.append((MutationJob(island, parent, name, proposal_id, arm), request, hooks))
+        job = MutationJob(island, parent, name, proposal_id, arm)
+        self.outbox.append((job, proposal_id, request))
 
     @property
     def pending(self) -> int:
@@ -252,9 +248,11 @@ class Proposer:
         """Send the proposals opened since the last call to the proposal workers; called
         once the transaction that opened them has committed, since their model calls are
         written under them from elsewhere (evolve/ledger_writer.py) and must find them."""
-        for job, request, hooks in self.outbox:
-            keys = self.keys if job.mutator in LLM_OPERATORS else Keys()
-            self.in_flight[self.workers.submit(job.mutator, request, keys, hooks)] = job
+        for job, proposal_id, request in self.outbox:
+            model_made = job.mutator in LLM_OPERATORS
+            keys = self.keys if model_made else Keys()
+            ref = self.workers.submit(job.mutator, request, keys, proposal_id, model_made)
+            self.in_flight[ref] = job
         self.outbox = []
 
     def start(self) -> None:

@@ -12,7 +12,14 @@ import pytest
 import ray
 
 from evolve.llm import parse_model
-from evolve.llm.circuit import CAP_S, POLL_S, Circuit, provider_key, start_circuits
+from evolve.llm.circuit import (
+    CAP_S,
+    POLL_S,
+    Circuit,
+    SharedCircuits,
+    provider_key,
+    start_circuits,
+)
 from evolve.llm.client import LLMClient
 from evolve.llm.hooks import CallHooks, hooked
 from evolve.llm.records import LLMCall
@@ -197,10 +204,11 @@ class Storm:
 def test_workers_share_one_circuit_so_a_storm_costs_probes_not_a_stream() -> None:
     workers, storm = 4, Storm(seconds=3.0)
     circuits, ledger = start_circuits(base_s=0.5), Ledger.remote()  # type: ignore[attr-defined]
+    shared = SharedCircuits(circuits)  # each task unpickles a view of its own
     began = time.time()
     with ScriptedLLMServer(default=storm) as server:
         refs = [
-            propose.remote(server.openai_url, CallHooks(number, ledger, circuits))
+            propose.remote(server.openai_url, CallHooks(number, ledger, shared))
             for number in range(workers)
         ]
         seen: list[dict[str, str]] = []
@@ -227,3 +235,29 @@ def test_workers_share_one_circuit_so_a_storm_costs_probes_not_a_stream() -> Non
     assert sorted(call.status for _, call in recorded) == statuses
     assert sorted({number for number, _ in recorded}) == list(range(workers))
     assert all(began <= call.started_at <= ended for _, call in recorded)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_process_trusts_closed_for_a_while_and_reports_only_what_moves_the_circuit() -> None:
+    circuits = start_circuits(base_s=0.2, cap_s=0.2)
+    here, elsewhere = SharedCircuits(circuits, trust_s=60.0), SharedCircuits(circuits)
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        time.sleep(seconds)
+
+    assert here.admit("p", sleep) is False, "closed: nothing to report on success"
+    elsewhere.report("p", "rate_limited", None, probe=False)  # a trip is always told
+    assert ray.get(circuits.ask.remote("p"))[1] == "open"
+    # Another process's trip reaches this one only when it asks again (after trust_s).
+    assert here.admit("p", sleep) is False and slept == []
+
+    here.report("p", "rate_limited", None, probe=False)  # its own trip ends its trust
+    assert here.admit("p", sleep) is True, "let through after the wait: the probe"
+    assert slept and ray.get(circuits.ask.remote("p"))[1] == "half-open"
+    elsewhere.report("p", "ok", None, probe=False)  # sent on trust: not told
+    assert ray.get(circuits.status.remote()), "a success sent on trust closed nothing"
+    here.report("p", "ok", None, probe=True)
+    assert ray.get(circuits.status.remote()) == {}
+    assert ray.get(circuits.ask.remote("p")) == (0.0, "closed")

@@ -189,3 +189,10 @@ def test_python_indentation_is_part_of_the_program() -> None:
     recommented = inside.replace("t = 0\n", "t = 0  # the running total\n")
     same = Program({"f.py": f"# EVOLVE-BLOCK-START\n{recommented}# EVOLVE-BLOCK-END\n"})
     assert index.too_similar(same) == (1, 1.0)
+
+
+def test_an_index_nothing_consults_indexes_nothing() -> None:
+    index = NoveltyIndex(threshold=0.9, needed=False)
+    index.add(1, c_program())
+    assert len(index) == 0 and 1 not in index
+    assert index.nearest(c_program()) is None

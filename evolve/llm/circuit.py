@@ -9,7 +9,14 @@ opens it again for longer.
 
 `Circuit` is the pure state machine (a clock and a random source are injected, for tests);
 `ProviderCircuits` is the Ray actor that holds one per provider for all of a run's workers;
-`Gate` is what a client uses to ask it and tell it.
+`SharedCircuits` is a process's side of that actor, and `Gate` one provider's part of it,
+which a client asks and tells.
+
+Asking the actor before every request cost a round trip per model call, the largest part
+of a call's own cost with a fast model. So a process that hears "closed" sends without
+asking for the next TRUST_S, and tells the actor only what can change its state: the
+failures that trip it, and how a request sent while it was not closed (a probe) ended. A
+process that sees a trip stops trusting at once; the others hear of it within TRUST_S.
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ CAP_S = 120.0
 PROBE_LEASE_S = 150.0
 # How often a caller waiting on someone else's probe asks again.
 POLL_S = 1.0
+# How long a process sends without asking after the circuits answered "closed".
+TRUST_S = 0.5
 
 _CAUSES: dict[Status, str] = {"rate_limited": "429s", "server_error": "server errors"}
 
@@ -135,8 +144,10 @@ class ProviderCircuits:
         self.base_s, self.cap_s = base_s, cap_s
         self._circuits: dict[str, Circuit] = {}
 
-    def wait_s(self, key: str) -> float:
-        return self._circuit(key).wait_s()
+    def ask(self, key: str) -> tuple[float, State]:
+        """The caller's wait (0.0: go now), and the state the circuit is in after it."""
+        circuit = self._circuit(key)
+        return circuit.wait_s(), circuit.state
 
     def report(self, key: str, status: Status, retry_after: float | None = None) -> None:
         circuit = self._circuit(key)
@@ -166,20 +177,49 @@ def start_circuits(base_s: float = BASE_S, cap_s: float = CAP_S) -> ray.actor.Ac
     ).remote(base_s, cap_s)
 
 
+class SharedCircuits:
+    """One process's view of the run's circuits actor; its threads share it."""
+
+    def __init__(self, actor: ray.actor.ActorHandle, trust_s: float = TRUST_S) -> None:
+        self.actor, self.trust_s = actor, trust_s
+        self._closed_until: dict[str, float] = {}  # provider key: until when to trust it
+
+    def admit(self, key: str, sleep: Callable[[float], None]) -> bool:
+        """Return when a request may go; True if its outcome must be reported, because
+        the circuit was not closed when it was let through. Asks again after each wait:
+        the probe that another worker sent may have failed and opened it for longer."""
+        if time.monotonic() < self._closed_until.get(key, 0.0):
+            return False
+        while True:
+            wait, state = ray.get(self.actor.ask.remote(key))
+            if wait <= 0:
+                break
+            sleep(wait)
+        if state == "closed":
+            self._closed_until[key] = time.monotonic() + self.trust_s
+            return False
+        return True
+
+    def report(self, key: str, status: Status, retry_after: float | None, *, probe: bool) -> None:
+        """Not waited on: an actor runs one caller's calls in order, so this process's next
+        question already sees it. A request let through on trust that succeeded tells the
+        actor nothing it does not know."""
+        if status in TRIPS:
+            self._closed_until.pop(key, None)
+        if probe or status in TRIPS:
+            self.actor.report.remote(key, status, retry_after)
+
+
 @dataclass(frozen=True)
 class Gate:
-    """A client's side of the circuits: one provider key on the run's actor."""
+    """A client's side of the circuits: one provider key."""
 
-    circuits: ray.actor.ActorHandle
+    circuits: SharedCircuits
     key: str
 
-    def admit(self, sleep: Callable[[float], None]) -> None:
-        """Return when a request may go. Asks again after each wait: the probe that another
-        worker sent may have failed and opened the circuit for longer."""
-        while (wait := ray.get(self.circuits.wait_s.remote(self.key))) > 0:
-            sleep(wait)
+    def admit(self, sleep: Callable[[float], None]) -> bool:
+        """See SharedCircuits.admit."""
+        return self.circuits.admit(self.key, sleep)
 
-    def report(self, status: Status, retry_after: float | None) -> None:
-        """Not waited on: an actor runs one caller's calls in order, so this worker's next
-        `admit` already sees it."""
-        self.circuits.report.remote(self.key, status, retry_after)
+    def report(self, status: Status, retry_after: float | None, *, probe: bool) -> None:
+        self.circuits.report(self.key, status, retry_after, probe=probe)

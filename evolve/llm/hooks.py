@@ -17,6 +17,7 @@ from typing import Any
 
 import ray
 
+from evolve.llm.circuit import SharedCircuits
 from evolve.llm.records import LLMCall
 
 log = logging.getLogger("evolve.llm.hooks")
@@ -27,12 +28,12 @@ FLUSH_TIMEOUT_S = 30.0
 @dataclass(frozen=True)
 class CallHooks:
     """`sink` is an actor with record(proposal_id, call), which writes the call to the store
-    at once (evolve/ledger_writer.py); `gate` is the run's provider circuits actor
-    (evolve/llm/circuit.py). Either may be None."""
+    at once (evolve/ledger_writer.py); `gate` is this process's view of the run's provider
+    circuits (evolve/llm/circuit.py). Either may be None."""
 
     proposal_id: int | None = None
     sink: Any = None
-    gate: Any = None
+    gate: SharedCircuits | None = None
 
 
 _current: ContextVar[CallHooks | None] = ContextVar("evolve_call_hooks", default=None)

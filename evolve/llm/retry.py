@@ -50,13 +50,12 @@ def retry(
     cost. Waiting at the gate costs no attempt and counts in no latency."""
     calls: list[LLMCall] = []
     for number in range(1, max_attempts + 1):
-        if gate is not None:
-            gate.admit(sleep)
+        probe = gate.admit(sleep) if gate is not None else False
         started_at, started = time.time(), time.monotonic()
         outcome = attempt()
         latency_s = time.monotonic() - started
         if gate is not None:
-            gate.report(outcome.status, outcome.retry_after)
+            gate.report(outcome.status, outcome.retry_after, probe=probe)
         calls.append(record(outcome, latency_s, started_at))
         if outcome.status not in _RETRYABLE or number == max_attempts:
             break

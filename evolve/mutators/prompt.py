@@ -40,6 +40,7 @@ after it, so a task without notes gets no empty "Notes" gap.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -300,8 +301,13 @@ def _load(name: str, folder: Path | None) -> tuple[str, str]:
     """A template's text and where it came from; the task's folder wins."""
     if folder is not None and (folder / name).is_file():
         return (folder / name).read_text(), str(folder / name)
-    built_in = resources.files("evolve.mutators") / "templates" / name
-    return built_in.read_text(), f"built-in template {name}"
+    return _built_in(name), f"built-in template {name}"
+
+
+@functools.cache
+def _built_in(name: str) -> str:
+    """Read once per process: a proposal worker renders them for every proposal."""
+    return (resources.files("evolve.mutators") / "templates" / name).read_text()
 
 
 def _render(name: str, folder: Path | None, values: Mapping[str, str]) -> str:

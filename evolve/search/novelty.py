@@ -166,8 +166,11 @@ class NoveltyIndex:
     (32-bit hashes, a few KB a program), for the CONFIRMED programs the estimate ranks
     nearest; the estimate only chooses where to look."""
 
-    def __init__(self, threshold: float | None) -> None:
-        self.threshold = threshold
+    def __init__(self, threshold: float | None, *, needed: bool = True) -> None:
+        """`needed`: False where nothing will consult the index (a run with no model
+        proposals, the only ones it filters and briefs); it then indexes nothing, and the
+        driver skips a program's shingling for each new candidate."""
+        self.threshold, self.needed = threshold, needed
         self._signatures = np.empty((64, PERMUTATIONS), dtype=np.uint32)
         self._shingles: list[np.ndarray] = []
         self._ids: list[int] = []
@@ -181,6 +184,8 @@ class NoveltyIndex:
 
     def add(self, candidate_id: int, program: Program) -> None:
         """Index a program; a known id has its signature replaced."""
+        if not self.needed:
+            return
         shingled = shingles(program)
         row = self._rows.get(candidate_id)
         if row is None:

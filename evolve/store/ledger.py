@@ -74,10 +74,11 @@ def insert_calls(
     calls: Sequence[LLMCallRecordable],
     *,
     proposal_id: int,
-) -> None:
-    """The calls not stored yet, under their proposal."""
+) -> int:
+    """The calls not stored yet, under their proposal; how many were new (exact for one
+    call, which is one statement, not a batch)."""
     if not calls:
-        return
+        return 0
     rows = [
         {
             "run_name": run_name,
@@ -101,4 +102,4 @@ def insert_calls(
         }
         for call in calls
     ]
-    connection.execute(statements.add_calls(connection.dialect.name), rows)
+    return connection.execute(statements.add_calls(connection.dialect.name), rows).rowcount

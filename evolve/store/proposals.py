@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, func, select
 
 from evolve.llm import LLMCall as LLMCallRecordable
 from evolve.proposal_outcomes import OUTCOMES, Outcome
@@ -93,20 +93,15 @@ class Proposals(Database):
         """One completed model call, written the moment it is known, once: the settlement
         may have stored it already. One that arrives after its proposal was settled is
         added to the proposal's totals and to its bandit arm's cost."""
-        locked = select(Proposal.run_name, Proposal.operator, Proposal.arm, Proposal.outcome)
         with self._writing() as connection:
-            # Locked first, as `settle` locks it, so the two never interleave.
-            row = connection.execute(
-                locked.where(Proposal.id == proposal_id).with_for_update()
-            ).one_or_none()
+            locking = {"proposal_id": proposal_id}
+            row = connection.execute(statements.LOCK_PROPOSAL, locking).one_or_none()
             if row is None:
                 raise KeyError(f"no proposal with id {proposal_id}")
-            if call.call_id is not None and connection.scalar(
-                select(func.count()).where(LLMCall.call_id == call.call_id)
-            ):
-                return
-            insert_calls(connection, row.run_name, row.operator, [call], proposal_id=proposal_id)
-            if row.outcome is not None:
+            added = insert_calls(
+                connection, row.run_name, row.operator, [call], proposal_id=proposal_id
+            )
+            if added and row.outcome is not None:
                 _total(connection, proposal_id)
                 if row.arm is not None:
                     charge_arm(connection, row.run_name, row.arm, cost_usd=call.cost_usd)
@@ -197,11 +192,8 @@ def settle(
     insert_calls(connection, row.run_name, row.operator, settlement.calls, proposal_id=proposal_id)
     calls, cost_usd = _total(connection, proposal_id)
     if calls and candidate_id is not None:
-        connection.execute(
-            update(LLMCall)
-            .where(LLMCall.proposal_id == proposal_id)
-            .values(candidate_id=candidate_id)
-        )
+        linking = {"of_proposal": proposal_id, "child_id": candidate_id}
+        connection.execute(statements.LINK_CALLS, linking)
     if row.arm is not None:
         charge_arm(connection, row.run_name, row.arm, pulls=1, cost_usd=cost_usd)
 
@@ -209,15 +201,9 @@ def settle(
 def _total(connection: Connection, proposal_id: int) -> tuple[int, float]:
     """The proposal's calls, cost, tokens and models, from the calls stored under it; its
     (calls, cost)."""
-    totals = connection.execute(statements.TOTAL_PROPOSAL, {"proposal_id": proposal_id})
-    calls, cost_usd = totals.one()
+    of_proposal = {"proposal_id": proposal_id}
+    calls, cost_usd = connection.execute(statements.TOTAL_PROPOSAL, of_proposal).one()
     if calls:
-        models = connection.scalars(
-            select(LLMCall.provider + ":" + LLMCall.model)
-            .where(LLMCall.proposal_id == proposal_id)
-            .distinct()
-        )
-        connection.execute(
-            update(Proposal).where(Proposal.id == proposal_id).values(models=sorted(models))
-        )
+        models = sorted(connection.scalars(statements.PROPOSAL_MODELS, of_proposal))
+        connection.execute(statements.SET_MODELS, {**of_proposal, "model_names": models})
     return int(calls), float(cost_usd)

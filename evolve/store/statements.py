@@ -146,6 +146,24 @@ TOTAL_PROPOSAL = (
     )
     .returning(PROPOSALS.c.calls, PROPOSALS.c.cost_usd)
 )
+PROPOSAL_MODELS = select(CALLS.c.provider + ":" + CALLS.c.model).where(_OF_PROPOSAL).distinct()
+SET_MODELS = (
+    update(PROPOSALS)
+    .where(PROPOSALS.c.id == bindparam("proposal_id"))
+    .values(models=bindparam("model_names", type_=PROPOSALS.c.models.type))
+)
+LINK_CALLS = (  # bound names may not be the table's columns in an UPDATE
+    update(CALLS)
+    .where(CALLS.c.proposal_id == bindparam("of_proposal"))
+    .values(candidate_id=bindparam("child_id"))
+)
+# The ledger writer locks a proposal's row before it adds a call, as `settle` does by
+# closing it, so that the two never interleave.
+LOCK_PROPOSAL = (
+    select(PROPOSALS.c.run_name, PROPOSALS.c.operator, PROPOSALS.c.arm, PROPOSALS.c.outcome)
+    .where(PROPOSALS.c.id == bindparam("proposal_id"))
+    .with_for_update()
+)
 
 # A parent's latest settled proposals with their children as they stand: every model
 # proposal's prompt shows them.
