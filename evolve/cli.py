@@ -12,23 +12,14 @@ from pathlib import Path
 
 import click
 
+from evolve import history_cli
+from evolve.cli_options import chosen_run, db_option, results_option
 from evolve.runlog import LEVELS
 from evolve.scaffold import scaffold, starters
 from evolve.taskfile import LoadedTask, TaskFileError, load_task
 from evolve.ui.console import console, errors
 
 LATEST = "__latest__"  # --resume without a run name
-
-db_option = click.option(
-    "--db",
-    help="Database URL, or set EVOLVE_DB (default: the SQLite file results/evolve.db).",
-)
-results_option = click.option(
-    "--results",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Folder for the store and each run's files (default: ./results; commands that "
-    "only read look for results/evolve.db here and in every folder above).",
-)
 
 RUN_EPILOG = """\b
 Ctrl-C (or SIGTERM) stops cleanly: the run is marked stopped and what
@@ -164,19 +155,46 @@ def check(task_file: Path, backend: str | None) -> None:
 @main.command(short_help="Show the best candidates of a run.")
 @click.argument("run_name", required=False)
 @click.option("-n", "--limit", default=10, show_default=True, help="Rows to show.")
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Follow a run being written elsewhere: redraw every --interval until it ends.",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --watch: how often to read the store again.",
+)
 @db_option
 @results_option
-def leaderboard(run_name: str | None, limit: int, db: str | None, results: Path | None) -> None:
-    """Show the best candidates of RUN (default: the latest run)."""
+def leaderboard(
+    run_name: str | None,
+    limit: int,
+    watch: bool,
+    interval: float,
+    db: str | None,
+    results: Path | None,
+) -> None:
+    """Show the best candidates of RUN (default: the latest run).
+
+    With --watch, follow RUN as another process (a cluster's driver, say) writes it: the
+    table is redrawn every --interval seconds, in place on a terminal and as a fresh table
+    otherwise, and the command ends by itself once the run has finished, stopped, failed
+    or been killed. Ctrl-C ends the watching, never the run.
+    """
     from evolve.launch import reading_store
     from evolve.ui.tables import leaderboard as board
     from evolve.ui.tables import run_summary
+    from evolve.ui.watch import watch as follow
 
     with reading_store(db, results) as store:
-        record = store.get_run(run_name) if run_name else store.latest_run()
-        if record is None:
-            errors.print(f"[red]error:[/red] no run {run_name or ''} in {store.display_url}")
-            sys.exit(2)
+        record = chosen_run(store, run_name)
+        if watch:
+            follow(store, record.name, limit, interval)
+            return
         console.print(board(store, record, limit))
         console.print(run_summary(store, record))
 
@@ -284,3 +302,13 @@ def sandbox_check() -> None:
             mark = "[yellow]no[/yellow]  "
         console.print(f"{mark} {finding.name}: {finding.detail}", highlight=False)
     sys.exit(0 if all(f.ok or not f.required for f in findings) else 1)
+
+
+for looking_back in (
+    history_cli.runs,
+    history_cli.lineage,
+    history_cli.diff,
+    history_cli.export,
+    history_cli.report,
+):
+    main.add_command(looking_back)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from evolve.results import OK
 from evolve.store import CandidateRecord, Store
+from evolve.store.records import CandidateOutline
 from evolve.store.schema import PENDING
 
 SHOWN = 3  # failure kinds, and gains, listed
@@ -71,7 +72,7 @@ def _digest(store: Store, every: list[_Candidate]) -> str:
     )
 
 
-def _outline(candidate: CandidateRecord) -> _Candidate:
+def _outline(candidate: CandidateRecord | CandidateOutline) -> _Candidate:
     return _Candidate(
         id=candidate.id,
         parent=candidate.parent_ids[0] if candidate.parent_ids else None,
@@ -83,17 +84,7 @@ def _outline(candidate: CandidateRecord) -> _Candidate:
 
 
 def _candidates(store: Store, run_name: str) -> list[_Candidate]:
-    return [
-        _Candidate(
-            id=id_,
-            parent=parents[0] if parents else None,
-            operator=str(mutation.get("operator", "?")),
-            status=status,
-            score=score,
-            summary=str(mutation.get("summary") or ""),
-        )
-        for id_, parents, mutation, status, score in store.outlines(run_name)
-    ]
+    return [_outline(candidate) for candidate in store.candidate_outlines(run_name)]
 
 
 def _best(every: list[_Candidate]) -> str:

@@ -167,18 +167,18 @@ def test_a_run_that_loses_a_node_goes_on_without_it_and_grows_back_when_one_join
     assert code == 0, output
     with Store(db) as store:
         record = store.get_run(run)
-        outlines = store.outlines(run)
+        outlines = store.candidate_outlines(run)
     evaluations = _evaluations(db, run)
     assert record is not None and record.status == "finished", output
     assert len(outlines) == BUDGET, output
-    pending = [id_ for id_, _, _, status, _ in outlines if status == "pending"]
+    pending = [c.id for c in outlines if c.status == "pending"]
     assert not pending, f"candidates never evaluated: {pending}"
     evaluated: dict[int, int] = defaultdict(int)
     for evaluation in evaluations:
         if evaluation.kind == "evaluate":
             evaluated[evaluation.candidate_id] += 1
     twice = {id_: n for id_, n in evaluated.items() if n != 1}
-    missing = [id_ for id_, *_ in outlines if id_ not in evaluated]
+    missing = [c.id for c in outlines if c.id not in evaluated]
     assert not twice and not missing, f"evaluated more than once: {twice}; never: {missing}"
 
     per_host = _per_host(evaluations)

@@ -5,7 +5,7 @@ whole run."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Select, func, select
@@ -14,8 +14,8 @@ from evolve.program import Program
 from evolve.store import statements
 from evolve.store.database import Database
 from evolve.store.proposals import Settlement, settle
-from evolve.store.records import CandidateRecord
-from evolve.store.schema import PENDING, Candidate
+from evolve.store.records import CandidateOutline, CandidateRecord
+from evolve.store.schema import PENDING, Candidate, LLMCall
 
 
 class Candidates(Database):
@@ -132,24 +132,21 @@ class Candidates(Database):
         with self._read() as session:
             return [(id_, island, score) for id_, island, score in session.execute(query)]
 
-    def outlines(
-        self, run_name: str
-    ) -> list[tuple[int, list[int], dict[str, Any], str, float | None]]:
-        """(id, parent ids, mutation, status, score) of every candidate, oldest first: the
-        run's shape without its code, for the prompts' digest."""
-        query = (
-            select(
-                Candidate.id,
-                Candidate.parent_ids,
-                Candidate.mutation,
-                Candidate.status,
-                Candidate.score,
-            )
-            .where(Candidate.run_name == run_name)
-            .order_by(Candidate.id)
+    def first_models(self, run_name: str) -> dict[int, str]:
+        """`provider:model` of each candidate's first model call, for the candidates that
+        one made. Calls are indexed by run, not by candidate, so they are grouped once for
+        the run rather than looked up under each candidate."""
+        first_call = (
+            select(LLMCall.candidate_id, func.min(LLMCall.id).label("call_id"))
+            .where(LLMCall.run_name == run_name, LLMCall.candidate_id.is_not(None))
+            .group_by(LLMCall.candidate_id)
+            .subquery()
         )
-        with self._read() as session:
-            return [tuple(row) for row in session.execute(query)]  # type: ignore[misc]
+        query = select(first_call.c.candidate_id, LLMCall.provider + ":" + LLMCall.model).join(
+            LLMCall, LLMCall.id == first_call.c.call_id
+        )
+        with self._reading() as connection:
+            return {candidate_id: model for candidate_id, model in connection.execute(query)}
 
     def programs(self, run_name: str) -> list[tuple[int, Program]]:
         """Every candidate's program, oldest first: for the novelty index on resume."""
@@ -188,6 +185,44 @@ class Candidates(Database):
         )
         with self._read() as session:
             return {status: count for status, count in session.execute(query)}
+
+    def each_candidate(self, run_name: str) -> Iterator[CandidateRecord]:
+        """Every candidate of the run with its files, oldest first, a page at a time: what an
+        export streams out, for a run of any size."""
+        table = Candidate.__table__
+        query = select(*table.c).where(table.c.run_name == run_name)
+        return self._pages(query, table.c.id, CandidateRecord.of)
+
+    def candidate_outlines(self, run_name: str) -> list[CandidateOutline]:
+        """Every candidate of the run without its files, oldest first: a run's whole shape
+        (lineage, islands, scores) in one query, for views that chart all of it."""
+        query = (
+            select(
+                Candidate.id,
+                Candidate.parent_ids,
+                Candidate.island,
+                Candidate.generation,
+                Candidate.mutation,
+                Candidate.status,
+                Candidate.score,
+                Candidate.measurements,
+                Candidate.created_at,
+            )
+            .where(Candidate.run_name == run_name)
+            .order_by(Candidate.id)
+        )
+        with self._reading() as connection:
+            return [CandidateOutline.of(row) for row in connection.execute(query)]
+
+    def candidates_by_id(self, candidate_ids: Sequence[int]) -> dict[int, CandidateRecord]:
+        """The named candidates with their programs, in one query: a lineage's code without
+        the rest of its run's."""
+        if not candidate_ids:
+            return {}
+        table = Candidate.__table__
+        query = select(*table.c).where(table.c.id.in_(candidate_ids))
+        with self._reading() as connection:
+            return {row.id: CandidateRecord.of(row) for row in connection.execute(query)}
 
     def _candidates(self, query: Select[Any]) -> list[CandidateRecord]:
         with self._read() as session:

@@ -12,11 +12,20 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, Executable, create_engine, event
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    Executable,
+    Row,
+    Select,
+    create_engine,
+    event,
+)
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.orm import Session, sessionmaker
@@ -24,6 +33,8 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+PAGE_ROWS = 1_000  # rows per read when a whole run is read in pages (`Database._pages`)
+T = TypeVar("T")
 # Alembic runs env.py through module-level proxies (alembic.context, alembic.op), so two
 # upgrades in one process at once would trample each other's state.
 _UPGRADE_LOCK = threading.Lock()
@@ -173,6 +184,24 @@ class Database:
             return factory()
         flush_deferred(turn[1])
         return Session(bind=turn[1], expire_on_commit=False, join_transaction_mode="rollback_only")
+
+    def _pages(
+        self, query: Select[Any], key: ColumnElement[int], convert: Callable[[Row[Any]], T]
+    ) -> Iterator[T]:
+        """The rows of `query` in `key` order, read PAGE_ROWS at a time, each page in a short
+        read of its own: a reader of a whole run (an export) holds one page in memory, and
+        no transaction stays open while it writes the page out. The key must be unique."""
+        after: int | None = None
+        while True:
+            page = query.order_by(key).limit(PAGE_ROWS)
+            if after is not None:
+                page = page.where(key > after)
+            with self._reading() as connection:
+                rows = connection.execute(page).all()
+            yield from (convert(row) for row in rows)
+            if len(rows) < PAGE_ROWS:
+                return
+            after = rows[-1]._mapping[key]
 
     @property
     def display_url(self) -> str:

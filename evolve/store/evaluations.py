@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from evolve.results import OK, EvalResult
 from evolve.store import statements
 from evolve.store.database import Database
 from evolve.store.ledger import charge_arm
-from evolve.store.records import CandidateRecord, EvaluationRecord
+from evolve.store.records import (
+    CandidateRecord,
+    EvaluationOutline,
+    EvaluationRecord,
+    FailedEvaluation,
+)
 from evolve.store.schema import EVALUATION_KINDS, Candidate, Evaluation
 
 
@@ -108,6 +113,52 @@ class Evaluations(Database):
         )
         with self._read() as session:
             return {candidate_id: metrics for candidate_id, metrics in session.execute(query)}
+
+    def each_evaluation(self, run_name: str) -> Iterator[EvaluationRecord]:
+        """Every evaluation of a run, oldest first, a page at a time: for exports of runs
+        too big to hold at once."""
+        table = Evaluation.__table__
+        query = select(*table.c).where(table.c.run_name == run_name)
+        return self._pages(query, table.c.id, EvaluationRecord.of)
+
+    def evaluation_outlines(self, run_name: str) -> list[EvaluationOutline]:
+        """Every evaluation of a run without its texts, oldest first, in one query: when
+        each ended, with what, and on which machine."""
+        query = (
+            select(
+                Evaluation.id,
+                Evaluation.candidate_id,
+                Evaluation.kind,
+                Evaluation.status,
+                Evaluation.score,
+                Evaluation.started_at,
+                Evaluation.finished_at,
+                Evaluation.sandbox,
+            )
+            .where(Evaluation.run_name == run_name)
+            .order_by(Evaluation.id)
+        )
+        with self._reading() as connection:
+            return [EvaluationOutline.of(row) for row in connection.execute(query)]
+
+    def failed_evaluations(self, run_name: str, feedback_chars: int) -> list[FailedEvaluation]:
+        """The run's evaluations that did not pass, oldest first, with their stages and the
+        first `feedback_chars` of their feedback: why candidates failed, without reading
+        the texts of those that passed."""
+        query = (
+            select(
+                Evaluation.id,
+                Evaluation.candidate_id,
+                Evaluation.kind,
+                Evaluation.status,
+                Evaluation.stages,
+                func.substr(Evaluation.feedback, 1, feedback_chars).label("feedback"),
+            )
+            .where(Evaluation.run_name == run_name, Evaluation.status != OK)
+            .order_by(Evaluation.id)
+        )
+        with self._reading() as connection:
+            return [FailedEvaluation.of(row) for row in connection.execute(query)]
 
     def run_evaluations(self, run_name: str) -> list[EvaluationRecord]:
         """Every evaluation of a run, oldest first: for audits and exports."""

@@ -6,10 +6,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 from sqlalchemy import select
 
 from evolve.store.database import Database
+from evolve.store.records import MigrationRecord
 from evolve.store.schema import Migration
 
 
@@ -35,3 +37,9 @@ class IslandMigrations(Database):
         )
         with self._read() as session:
             return [(candidate_id, island) for candidate_id, island in session.execute(query)]
+
+    def each_migration(self, run_name: str) -> Iterator[MigrationRecord]:
+        """The run's migrations with every column, in order, a page at a time: for exports."""
+        table = Migration.__table__
+        query = select(*table.c).where(table.c.run_name == run_name)
+        return self._pages(query, table.c.id, MigrationRecord.of)

@@ -8,14 +8,14 @@ or the evaluation that rewards an arm, land together or not at all.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, case, func, select
 
 from evolve.llm import LLMCall as LLMCallRecordable
 from evolve.store import statements
 from evolve.store.database import Database
-from evolve.store.records import LLMCallRecord
+from evolve.store.records import LLMCallRecord, ModelSpend
 from evolve.store.schema import BanditArm, LLMCall
 
 
@@ -38,6 +38,29 @@ class Ledger(Database):
             usd, tokens = session.execute(query).one()
         return float(usd), int(tokens)
 
+    def spend_by_model(self, run_name: str) -> list[ModelSpend]:
+        """Each model's calls, failures, tokens and USD in the run, summed by the database
+        in one GROUP BY, so that a run's spend is read without loading its prompts."""
+        query = (
+            select(
+                LLMCall.provider,
+                LLMCall.model,
+                func.count(),
+                func.coalesce(func.sum(case((LLMCall.status != "ok", 1), else_=0)), 0),
+                func.coalesce(func.sum(LLMCall.input_tokens), 0),
+                func.coalesce(func.sum(LLMCall.output_tokens), 0),
+                func.coalesce(func.sum(LLMCall.cost_usd), 0.0),
+            )
+            .where(LLMCall.run_name == run_name)
+            .group_by(LLMCall.provider, LLMCall.model)
+            .order_by(LLMCall.provider, LLMCall.model)
+        )
+        with self._reading() as connection:
+            return [
+                ModelSpend(provider, model, calls, int(failed), int(ins), int(outs), float(usd))
+                for provider, model, calls, failed, ins, outs, usd in connection.execute(query)
+            ]
+
     def llm_calls(self, candidate_id: int) -> list[LLMCallRecord]:
         """The model calls that made a candidate, oldest first: its prompts and responses."""
         query = select(LLMCall).where(LLMCall.candidate_id == candidate_id).order_by(LLMCall.id)
@@ -49,6 +72,13 @@ class Ledger(Database):
         query = select(LLMCall).where(LLMCall.run_name == run_name).order_by(LLMCall.id)
         with self._read() as session:
             return [LLMCallRecord.of(row) for row in session.scalars(query)]
+
+    def each_llm_call(self, run_name: str) -> Iterator[LLMCallRecord]:
+        """The run's whole ledger, prompts and responses included, oldest first, a page at
+        a time: for exports of runs too big to hold at once."""
+        table = LLMCall.__table__
+        query = select(*table.c).where(table.c.run_name == run_name)
+        return self._pages(query, table.c.id, LLMCallRecord.of)
 
 
 def charge_arm(

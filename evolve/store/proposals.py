@@ -10,7 +10,7 @@ proposals it left open as `interrupted`, spending exactly what the store says wa
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, func, select
@@ -140,6 +140,19 @@ class Proposals(Database):
         )
         with self._read() as session:
             return [ProposalRecord.of(row, child) for row, child in session.execute(query)]
+
+    def each_proposal(self, run_name: str) -> Iterator[ProposalRecord]:
+        """The run's proposals with their children's status and score, oldest first, a
+        page at a time, without loading the children's files: for exports."""
+        table = Proposal.__table__
+        query = (
+            select(*table.c, Candidate.status, Candidate.score)
+            .outerjoin(Candidate, Candidate.id == table.c.candidate_id)
+            .where(table.c.run_name == run_name)
+        )
+        return self._pages(
+            query, table.c.id, lambda row: ProposalRecord.of(row, row if row.status else None)
+        )
 
     def proposal_outcomes(self, run_name: str) -> dict[str, int]:
         """How many proposals ended each way; in-flight ones count under "in_flight"."""

@@ -13,7 +13,7 @@ from sqlalchemy import Row
 
 from evolve.program import Program
 from evolve.results import Counter, StageResult
-from evolve.store.schema import Candidate, Evaluation, LLMCall, Proposal, Run
+from evolve.store.schema import Candidate, Evaluation, LLMCall, Migration, Proposal, Run
 
 
 @dataclass(frozen=True)
@@ -204,3 +204,117 @@ class ProposalRecord:
             child_status=child.status if child is not None else None,
             child_score=child.score if child is not None else None,
         )
+
+
+@dataclass(frozen=True)
+class MigrationRecord:
+    """A candidate copied to another island, with every column, for exports."""
+
+    id: int
+    run_name: str
+    candidate_id: int
+    to_island: int
+    created_at: float
+
+    @classmethod
+    def of(cls, row: Migration | Row[Any]) -> MigrationRecord:
+        return cls(**{column: getattr(row, column) for column in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class RunTotals:
+    """What a listing of runs shows beside each run, counted by the database: a run with
+    neither candidates nor model calls has all the defaults."""
+
+    candidates: int = 0
+    best_score: float | None = None
+    calls: int = 0
+    cost_usd: float = 0.0
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class CandidateOutline:
+    """A candidate without its program: what a view of a whole run needs of each of its
+    thousands of candidates, without reading their code."""
+
+    id: int
+    parent_ids: tuple[int, ...]
+    island: int
+    generation: int
+    mutation: dict[str, Any]
+    status: str
+    score: float | None
+    measurements: int
+    created_at: float
+
+    @classmethod
+    def of(cls, row: Row[Any]) -> CandidateOutline:
+        values = {column: getattr(row, column) for column in cls.__dataclass_fields__}
+        return cls(**{**values, "parent_ids": tuple(row.parent_ids)})
+
+
+@dataclass(frozen=True)
+class EvaluationOutline:
+    """An evaluation without its texts, and where it ran: the worker's `node` (host, CPU
+    model, Ray node id) from its sandbox summary, None where the worker did not say."""
+
+    id: int
+    candidate_id: int
+    kind: str
+    status: str
+    score: float | None
+    started_at: float
+    finished_at: float
+    node: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, row: Row[Any]) -> EvaluationOutline:
+        node = (row.sandbox or {}).get("node")
+        return cls(
+            id=row.id,
+            candidate_id=row.candidate_id,
+            kind=row.kind,
+            status=row.status,
+            score=row.score,
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+            node=node if isinstance(node, dict) else None,
+        )
+
+
+@dataclass(frozen=True)
+class FailedEvaluation:
+    """An evaluation that did not pass, with what says why: its stages and the head of its
+    feedback (an evaluator's crash leaves no stage, only a traceback)."""
+
+    id: int
+    candidate_id: int
+    kind: str
+    status: str
+    stages: tuple[StageResult, ...]
+    feedback: str
+
+    @classmethod
+    def of(cls, row: Row[Any]) -> FailedEvaluation:
+        return cls(
+            id=row.id,
+            candidate_id=row.candidate_id,
+            kind=row.kind,
+            status=row.status,
+            stages=tuple(StageResult(**stage) for stage in row.stages),
+            feedback=row.feedback,
+        )
+
+
+@dataclass(frozen=True)
+class ModelSpend:
+    """One model's calls in a run, summed by the database."""
+
+    provider: str
+    model: str
+    calls: int
+    failed: int  # calls whose status is not ok: paid for, or at least waited for, in vain
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float

@@ -14,13 +14,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from evolve.store.database import Database
-from evolve.store.records import RunRecord
-from evolve.store.schema import RUN_STATUSES, Run
+from evolve.store.records import RunRecord, RunTotals
+from evolve.store.schema import RUN_STATUSES, Candidate, LLMCall, Run
 
 
 class Runs(Database):
@@ -79,6 +79,29 @@ class Runs(Database):
             return [
                 RunRecord.of(row) for row in session.scalars(select(Run).order_by(Run.created_at))
             ]
+
+    def run_totals(self) -> dict[str, RunTotals]:
+        """Each run's candidates, best score and model spend, counted by the database in
+        two GROUP BY queries, so that listing every run never loads a candidate. A run with
+        neither candidates nor calls is absent: its totals are RunTotals()'s defaults."""
+        top = func.max(Candidate.score)
+        candidates = select(Candidate.run_name, func.count(), top).group_by(Candidate.run_name)
+        calls = select(
+            LLMCall.run_name,
+            func.count(),
+            func.sum(LLMCall.cost_usd),
+            func.sum(LLMCall.input_tokens + LLMCall.output_tokens),
+        ).group_by(LLMCall.run_name)
+        with self._read() as session:
+            made = {name: (n, best) for name, n, best in session.execute(candidates)}
+            spent = {
+                name: (n, float(usd), int(tokens))
+                for name, n, usd, tokens in session.execute(calls)
+            }
+        return {
+            name: RunTotals(*made.get(name, (0, None)), *spent.get(name, (0, 0.0, 0)))
+            for name in made.keys() | spent.keys()
+        }
 
     def set_run_status(self, name: str, status: str) -> None:
         """Whoever drove the run, it has no driver now: a running run gets one by its lease."""

@@ -1,0 +1,358 @@
+"""The report's sections, each from the run's facts: a title and its HTML, or a one-line
+note where the run has nothing for it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from math import inf
+from typing import Any
+
+from evolve.report import failures, operators, plots
+from evolve.report.facts import RunFacts
+from evolve.report.lineage_view import view as lineage_view
+from evolve.report.markup import Safe, duration, join, note, number, percent, table, tag, usd
+from evolve.report.progress import replay
+from evolve.search.pareto import pareto_front
+from evolve.store import EvaluationRecord
+
+REASONS_PER_STAGE = 8
+FRONT_ROWS = 30
+
+
+@dataclass(frozen=True)
+class Section:
+    key: str  # its anchor in the page
+    title: str
+    body: Safe
+
+
+def sections(facts: RunFacts) -> list[Section]:
+    return [
+        Section("progress", "Best score", progress(facts)),
+        Section("operators", "Operators and models", operators_and_models(facts)),
+        Section("failures", "Failures and dropped proposals", failures_and_drops(facts)),
+        Section("lineage", "Lineage of the best", lineage(facts)),
+        Section("pareto", "Pareto front", pareto(facts)),
+        Section("counters", "Hardware counters, best against seed", counters(facts)),
+        Section("setting", "Task, hardware and budgets", setting(facts)),
+    ]
+
+
+def _figure(svg: str, caption: str) -> Safe:
+    return tag("figure", join([Safe(svg), tag("figcaption", caption)]))
+
+
+def progress(facts: RunFacts) -> Safe:
+    first = facts.evaluations[0].started_at if facts.evaluations else facts.run.created_at
+    replayed = replay(facts.candidates, facts.evaluations, min(facts.run.created_at, first))
+    if not replayed.curves:
+        return note("No evaluation has passed yet, so there is no score to plot.")
+    failed = sum(r.score is None for r in replayed.remeasures)
+    marks = f"{len(replayed.remeasures)} re-measurements (marked x), {failed} of them failed."
+    sizes = Counter(c.island for c in facts.candidates.values())
+    best: dict[int, float] = {}
+    for candidate in facts.candidates.values():
+        if candidate.score is not None and candidate.score > best.get(candidate.island, -inf):
+            best[candidate.island] = candidate.score
+    rows = [(island, sizes[island], number(best.get(island))) for island in sorted(sizes)]
+    return join(
+        [
+            _figure(plots.progress(replayed, "candidates"), f"Against candidates. {marks}"),
+            _figure(plots.progress(replayed, "seconds"), "Against wall time since the run began."),
+            table(["island", "candidates", "best score"], rows, numeric={0, 1, 2}),
+        ]
+    )
+
+
+def operators_and_models(facts: RunFacts) -> Safe:
+    tallies = operators.by_operator(facts.candidates, facts.proposals)
+    if not tallies:
+        return note("No operator has proposed a child yet.")
+    names = [t.name for t in tallies]
+    rates = {
+        "accepted": [t.acceptance for t in tallies],
+        "improved": [t.improved / t.proposals if t.proposals else 0.0 for t in tallies],
+    }
+    parts = [
+        tag(
+            "p",
+            "Accepted: the proposal became a candidate that passed its evaluation. "
+            "Improved: that candidate scores above its parent. Gain: the score it gained.",
+            class_="note",
+        ),
+        _figure(plots.bars("operators", names, rates, "share of proposals"), "Per operator."),
+        _tally_table("operator", tallies),
+    ]
+    models = operators.by_model(facts.candidates, facts.proposals, facts.spend)
+    if not models:
+        parts.append(note("No model was called in this run."))
+        return join(parts)
+    paid = [m for m in models if m.name != operators.NO_MODEL]
+    spend_plot = plots.bars(
+        "models",
+        [m.name for m in paid],
+        {"USD": [m.cost_usd for m in paid]},
+        "USD spent",
+    )
+    parts += [
+        _figure(spend_plot, "Spend per model, from the ledger of model calls."),
+        _tally_table("model", models),
+        table(
+            ["model", "calls", "failed calls", "input tokens", "output tokens", "USD"],
+            [
+                (
+                    f"{s.provider}:{s.model}",
+                    *(s.calls, s.failed, s.input_tokens, s.output_tokens, usd(s.cost_usd)),
+                )
+                for s in facts.spend
+            ],
+            numeric={1, 2, 3, 4, 5},
+            caption="The ledger of model calls",
+        ),
+    ]
+    return join(parts)
+
+
+def _tally_table(what: str, tallies: list[operators.Tally]) -> Safe:
+    return table(
+        [
+            what,
+            *("proposals", "candidates", "accepted", "rate", "improved", "gain", "best gain"),
+            *("USD", "tokens", "USD per improvement"),
+        ],
+        [
+            (
+                t.name,
+                t.proposals,
+                t.candidates,
+                t.accepted,
+                percent(t.accepted, t.proposals),
+                t.improved,
+                number(t.gain),
+                number(t.best_gain),
+                usd(t.cost_usd),
+                t.tokens,
+                usd(t.cost_per_improvement),
+            )
+            for t in tallies
+        ],
+        numeric=set(range(1, 11)),
+    )
+
+
+def failures_and_drops(facts: RunFacts) -> Safe:
+    parts: list[Safe] = [tag("h3", "Failed evaluations")]
+    stages = failures.by_stage(facts.failures)
+    if stages:
+        ranked = stages.most_common()
+        parts += [
+            _figure(
+                plots.bars(
+                    "failures",
+                    [stage for stage, _ in ranked],
+                    {"evaluations": [n for _, n in ranked]},
+                    "failed evaluations",
+                    counts=True,
+                ),
+                f"{stages.total()} of {len(facts.evaluations)} evaluations failed, "
+                "by the stage that failed.",
+            ),
+            table(
+                ["stage", "reason", "evaluations", "first candidate"],
+                [
+                    (r.stage, r.text, r.count, f"#{r.example}")
+                    for r in failures.reasons(facts.failures, REASONS_PER_STAGE)
+                ],
+                numeric={2, 3},
+                caption=f"The commonest reasons of each stage, at most {REASONS_PER_STAGE}",
+            ),
+        ]
+    else:
+        parts.append(note("No evaluation failed."))
+    parts.append(tag("h3", "Dropped proposals"))
+    dropped = failures.dropped(facts.proposals)
+    if not dropped:
+        parts.append(note("No proposal was dropped."))
+        return join(parts)
+    ranked = dropped.most_common()
+    parts += [
+        _figure(
+            plots.bars(
+                "dropped",
+                [outcome for outcome, _ in ranked],
+                {"proposals": [n for _, n in ranked]},
+                "proposals",
+                counts=True,
+            ),
+            f"{dropped.total()} of {len(facts.proposals)} proposals made no candidate.",
+        ),
+        table(["outcome", "proposals"], ranked, numeric={1}),
+    ]
+    return join(parts)
+
+
+def lineage(facts: RunFacts) -> Safe:
+    tree = facts.tree
+    if tree is None or facts.best is None:
+        return lineage_view(facts)
+    shown = len(tree.chain) + tree.hidden - 1
+    partners = sum(not edge.primary for edge in tree.edges)
+    summary = (
+        f"The best, #{facts.best.id} (score {number(facts.best.score)}), is {shown} "
+        "generations from the seed"
+        + (f"; crossover partners joining its chain (dashed): {partners}." if partners else ".")
+    )
+    return join([tag("p", summary), lineage_view(facts)])
+
+
+def pareto(facts: RunFacts) -> Safe:
+    objectives = facts.task.objectives
+    if len(objectives) < 2:
+        return note("The task has one objective, so there is no Pareto front.")
+    names = [o.name for o in objectives]
+    points = {
+        candidate: [float(metrics[name]) for name in names]
+        for candidate, metrics in facts.metrics.items()
+        if candidate in facts.candidates  # a run being written may have scored one since
+        and all(isinstance(metrics.get(name), int | float) for name in names)
+    }
+    if not points:
+        return note(f"No scored candidate reports all of {', '.join(names)}.")
+    on_front = pareto_front(points, [o.direction for o in objectives])
+    plot = plots.front(
+        [(p[0], p[1]) for p in points.values()],
+        [(points[c][0], points[c][1]) for c in on_front],
+        (f"{names[0]} ({objectives[0].direction})", f"{names[1]} ({objectives[1].direction})"),
+    )
+    others = f"; the front is over all {len(names)}" if len(names) > 2 else ""
+    rows = sorted(on_front, key=lambda c: points[c])[:FRONT_ROWS]
+    return join(
+        [
+            _figure(plot, f"{len(on_front)} of {len(points)} candidates on the front{others}."),
+            table(
+                ["candidate", *names, "score"],
+                [
+                    (f"#{c}", *(number(v) for v in points[c]), number(facts.candidates[c].score))
+                    for c in rows
+                ],
+                numeric=set(range(len(names) + 2)),
+                caption=f"The front, at most {FRONT_ROWS} rows",
+            ),
+        ]
+    )
+
+
+def counters(facts: RunFacts) -> Safe:
+    seed, best = facts.measured.get("seed"), facts.measured.get("best")
+    why = [_uncounted(role, e) for role, e in facts.measured.items() if not e.counters]
+    if not any(e.counters for e in facts.measured.values()):
+        return join([note("No hardware counters were recorded for the seed or the best."), *why])
+    names = sorted({*(seed.counters if seed else {}), *(best.counters if best else {})})
+    rows = []
+    for name in names:
+        old = seed.counters.get(name) if seed else None
+        new = best.counters.get(name) if best else None
+        ratio = new.value / old.value if old and new and old.value else None
+        sources = sorted({c.source for c in (old, new) if c is not None})
+        rows.append(
+            (
+                name,
+                number(old.value if old else None),
+                number(new.value if new else None),
+                "-" if ratio is None else f"{ratio:.3g}x",
+                " / ".join(sources),
+            )
+        )
+    ids = [
+        f"{role} #{e.candidate_id} (evaluation {e.id})"
+        for role, e in facts.measured.items()
+        if e.counters
+    ]
+    return join(
+        [
+            tag("p", "From " + ", ".join(ids) + "."),
+            *why,
+            table(["counter", "seed", "best", "best / seed", "source"], rows, numeric={1, 2, 3}),
+        ]
+    )
+
+
+def _uncounted(role: str, evaluation: EvaluationRecord) -> Safe:
+    """Why a candidate has no counters, in its evaluator's words where a stage named for
+    counters said (a tool that cannot run its instructions, a skipped count)."""
+    said = [s.feedback for s in evaluation.stages if "counter" in s.name and s.feedback]
+    reason = f". Its evaluator said: {said[0].splitlines()[0]}" if said else "."
+    return note(f"No counters for the {role}, #{evaluation.candidate_id}{reason}")
+
+
+def setting(facts: RunFacts) -> Safe:
+    run, task = facts.run, facts.task
+    objectives = ", ".join(f"{o.direction} {o.name} (weight {o.weight:g})" for o in task.objectives)
+    about = table(
+        ["", ""],
+        [
+            ("task", task.name),
+            ("evaluator", task.evaluator),
+            ("search", task.strategy),
+            ("objectives", objectives or "-"),
+            ("operators", ", ".join(task.operators) or "-"),
+            ("task file", run.task_path),
+            ("run status", run.status),
+        ],
+    )
+    nodes = Counter(
+        (str(e.node.get("host", "?")), str(e.node.get("cpu", "?")))
+        for e in facts.evaluations
+        if e.node
+    )
+    hardware = (
+        table(
+            ["host", "CPU", "evaluations"],
+            [(host, cpu, n) for (host, cpu), n in nodes.most_common()],
+            numeric={2},
+        )
+        if nodes
+        else note("The evaluations do not say where they ran.")
+    )
+    return join(
+        [
+            tag("h3", "Task"),
+            about,
+            tag("h3", "Hardware"),
+            hardware,
+            tag("h3", "Budgets"),
+            _budgets(facts),
+            tag("details", join([tag("summary", "The task as stored"), tag("pre", run.task_yaml)])),
+        ]
+    )
+
+
+def _budgets(facts: RunFacts) -> Safe:
+    budget = facts.task.budget
+    rows: list[tuple[str, float, float | None, Callable[[Any], str]]] = [
+        ("wall time", facts.run.wall_s_used, budget and budget.wall_time_s, duration),
+        ("candidates", len(facts.candidates), budget and budget.candidates, str),
+        ("model spend", sum(s.cost_usd for s in facts.spend), budget and budget.usd, usd),
+        (
+            "model tokens",
+            sum(s.input_tokens + s.output_tokens for s in facts.spend),
+            budget and budget.tokens,
+            str,
+        ),
+    ]
+    return table(
+        ["budget", "used", "limit", "share used"],
+        [
+            (
+                name,
+                show(used),
+                "-" if limit is None else show(limit),
+                f"{used / limit:.0%}" if limit else "-",
+            )
+            for name, used, limit, show in rows
+        ],
+        numeric={1, 2, 3},
+        caption="" if budget else "The stored task names no budget.",
+    )

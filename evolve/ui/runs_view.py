@@ -1,0 +1,48 @@
+"""`evolve runs`: every run of a store in one table, with what each found and spent."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import yaml
+from rich.table import Table
+from rich.text import Text
+
+from evolve.run_states import shown_status
+from evolve.store import RunRecord
+from evolve.store.records import RunTotals
+
+
+def runs_table(records: list[RunRecord], totals: dict[str, RunTotals], now: float) -> Table:
+    """Newest first: the run one looks for is most often the latest."""
+    table = Table(title=f"runs, newest first ({len(records)})")
+    for column in ("name", "task", "status", "candidates", "best", "spend", "started"):
+        table.add_column(column, justify="right" if column in ("candidates", "best") else "left")
+    for record in sorted(records, key=lambda r: r.created_at, reverse=True):
+        total = totals.get(record.name, RunTotals())
+        status = shown_status(record, now)
+        style = {"running": "green", "failed": "red", "killed": "bold red"}.get(status, "")
+        table.add_row(
+            record.name,
+            task_name(record),
+            Text(status, style=style),
+            str(total.candidates),
+            "-" if total.best_score is None else f"{total.best_score:.4g}",
+            f"${total.cost_usd:.4f}, {total.tokens:,} tokens" if total.calls else "-",
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at)),
+        )
+    return table
+
+
+def task_name(record: RunRecord) -> str:
+    """The top-level `name:` of the task's YAML as stored with the run, else its path.
+    That one line is read rather than the whole YAML, so a store of many runs lists fast,
+    and read as plain strings, so that no stored text can make it slow (YAML's base-60
+    numbers convert in quadratic time); an OpenEvolve run's config names no task."""
+    line = re.search(r"^name:[ \t]*(.+)$", record.task_yaml, re.MULTILINE)
+    try:
+        name = yaml.load(line.group(1), Loader=yaml.BaseLoader) if line else None
+    except yaml.YAMLError:
+        name = None
+    return name if isinstance(name, str) and name else record.task_path
