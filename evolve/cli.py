@@ -15,6 +15,7 @@ import click
 from evolve import history_cli
 from evolve.cli_options import chosen_run, db_option, results_option
 from evolve.runlog import LEVELS
+from evolve.runs import is_run_name
 from evolve.scaffold import scaffold, starters
 from evolve.taskfile import LoadedTask, TaskFileError, load_task
 from evolve.ui.console import console, errors
@@ -39,6 +40,16 @@ Exit codes:
 @click.version_option(package_name="evolve", prog_name="evolve")
 def main() -> None:
     """Make programs faster and smaller by evolution."""
+
+
+def _run_name(name: str | None) -> str | None:
+    """A run's name names its folder of results, so it may not be a path."""
+    if name is not None and not is_run_name(name):
+        raise click.BadParameter(
+            f"{name!r}: a run's name is letters, digits, '_', '.' and '-', starting with a "
+            "letter or digit (it names the run's folder)"
+        )
+    return name
 
 
 def _load(task_file: Path) -> LoadedTask:
@@ -67,7 +78,11 @@ def _load(task_file: Path) -> LoadedTask:
     "--workers", type=click.IntRange(min=1), help="Evaluations in flight (default: CPUs - 1)."
 )
 @click.option("--seed", type=int, help="Fixes every random choice (default 0).")
-@click.option("--name", help="Run name (default: TASK-DATE-TIME).")
+@click.option(
+    "--name",
+    callback=lambda _ctx, _param, value: _run_name(value),
+    help="Run name: letters, digits, '_', '.', '-' (default: TASK-DATE-TIME).",
+)
 @click.option("--ray-address", help="Join this Ray cluster instead of starting a local one.")
 @click.option("--plain", is_flag=True, help="Plain log lines instead of the live dashboard.")
 @click.option(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from rich.markup import escape
 
 from evolve.ui.console import errors
 
@@ -35,9 +36,10 @@ def chosen_run(store: Store, run_name: str | None) -> RunRecord:
     there."""
     record = store.get_run(run_name) if run_name else store.latest_run()
     if record is None:
-        where = store.display_url
+        where = escape(store.display_url)
         errors.print(
-            f"[red]error:[/red] no run {run_name!r} in {where}: `evolve runs` lists its runs"
+            f"[red]error:[/red] no run {escape(repr(run_name))} in {where}: `evolve runs` lists "
+            "its runs"
             if run_name
             else f"[red]error:[/red] no runs in {where} yet: `evolve run TASK` starts one",
             highlight=False,

@@ -1,9 +1,10 @@
 """A run's records, out of the store, in formats other tools read: JSON lines (everything),
 CSV (a row per candidate) and a folder (each candidate's program, with a manifest).
 
-Every format is written record by record as the store pages them in, so a run of any size
-exports in the memory of one page (the CSV also holds each candidate's metrics, to name
-them all in its header); nothing is assembled into one string first.
+JSON lines and the folder are written record by record as the store pages them in, so a
+run of any size exports in the memory of one page of programs. The CSV has no code, so it
+reads the run's outlines (every candidate without its files) and each candidate's metrics
+at once, to name them all in its header. Nothing is assembled into one string first.
 
 The folder format writes paths that come from the store, which a hostile task or a
 tampered database can fill: a path that is absolute or climbs out with `..` is refused
@@ -21,6 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
 from evolve.store import CandidateRecord, RunRecord, Store
+from evolve.store.records import CandidateOutline
 
 CSV_COLUMNS = [
     "id",
@@ -71,7 +73,7 @@ def write_jsonl(store: Store, run: RunRecord, out: TextIO) -> None:
             out.write(_line(kind, record))
 
 
-def _operator(candidate: CandidateRecord) -> str:
+def _operator(candidate: CandidateRecord | CandidateOutline) -> str:
     return str(candidate.mutation.get("operator") or ("" if candidate.parent_ids else "seed"))
 
 
@@ -83,7 +85,7 @@ def write_csv(store: Store, run: RunRecord, out: TextIO) -> None:
     names = sorted({name for values in metrics.values() for name in values})
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS + names)
-    for candidate in store.each_candidate(run.name):
+    for candidate in store.candidate_outlines(run.name):  # no code: the CSV has none
         mutation = candidate.mutation
         measured = metrics.get(candidate.id, {})
         writer.writerow(
@@ -125,7 +127,7 @@ def write_dir(
     folder.mkdir(parents=True, exist_ok=True)
     candidates = files = 0
     with (folder / MANIFEST).open("w", encoding="utf-8") as manifest:
-        manifest.write('{"run": ' + json.dumps(asdict(run)))
+        manifest.write('{"run": ' + json.dumps(_strict(asdict(run))))
         manifest.write(', "candidates": [')
         for candidate in store.each_candidate(run.name):
             written = _write_program(folder / str(candidate.id), candidate, warn)
@@ -138,7 +140,7 @@ def write_dir(
                 "summary": candidate.mutation.get("summary") or "",
                 "files": written,
             }
-            manifest.write(("\n" if not candidates else ",\n") + json.dumps(entry))
+            manifest.write(("\n" if not candidates else ",\n") + json.dumps(_strict(entry)))
             candidates, files = candidates + 1, files + len(written)
         manifest.write("\n]}\n")
     return candidates, files

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
+from rich.markup import escape
 
 from evolve.cli_options import chosen_run, db_option, results_option
 from evolve.ui.console import console, errors
@@ -34,7 +36,8 @@ def runs(db: str | None, results: Path | None) -> None:
     with reading_store(db, results) as store:
         records = store.list_runs()
         if not records:
-            console.print(f"no runs in {store.display_url} yet: `evolve run TASK` starts one")
+            where = store.display_url
+            console.print(f"no runs in {where} yet: `evolve run TASK` starts one", markup=False)
             return
         console.print(runs_table(records, store.run_totals(), time.time()))
 
@@ -82,23 +85,36 @@ def export(
             try:
                 candidates, files = write_dir(store, record, output, _warn)
             except FileExistsError as exc:
-                errors.print(f"[red]error:[/red] {exc}: name a new or empty folder")
+                errors.print(f"[red]error:[/red] {escape(str(exc))}: name a new or empty folder")
                 sys.exit(2)
             console.print(
-                f"wrote {candidates} candidates, {files} files and a manifest to {output}"
+                f"wrote {candidates} candidates, {files} files and a manifest to {output}",
+                markup=False,
             )
             return
         write = write_jsonl if form == "jsonl" else write_csv
         if output is None:
             write(store, record, sys.stdout)
             return
-        with output.open("w", encoding="utf-8", newline="") as out:
+        try:
+            out = output.open("w", encoding="utf-8", newline="")
+        except OSError as exc:
+            _cannot_write(output, exc)
+        with out:
             write(store, record, out)
-        console.print(f"wrote run {record.name} to {output}", highlight=False)
+        console.print(f"wrote run {record.name} to {output}", markup=False, highlight=False)
+
+
+def _cannot_write(path: Path, exc: OSError) -> NoReturn:
+    errors.print(
+        f"[red]error:[/red] cannot write {escape(str(path))}: {escape(exc.strerror or str(exc))}",
+        highlight=False,
+    )
+    sys.exit(2)
 
 
 def _warn(message: str) -> None:
-    errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+    errors.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)
 
 
 @click.command(short_help="Show a candidate's ancestry, or its descendants, as a tree.")
@@ -128,7 +144,7 @@ def lineage(
         try:
             tree = lineage_tree(store, candidate_id, descendants=descendants, depth=depth)
         except LookupError as exc:
-            errors.print(f"[red]error:[/red] {exc}", highlight=False)
+            errors.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
             sys.exit(2)
     console.print(lineage_view(tree))
 
@@ -148,19 +164,22 @@ def diff(
     against its first parent. Piped, it is plain text that `patch -p1` and `git apply` take.
     Exit 0 also when the programs are the same (stdout is then empty)."""
     from evolve.launch import reading_store
-    from evolve.program_diff import compared, file_diffs, painted, plain
+    from evolve.program_diff import compared, file_diffs, painted, plain, visible
 
     with reading_store(db, results) as store:
         try:
             old, new = compared(store, first, second)
         except LookupError as exc:
-            errors.print(f"[red]error:[/red] {exc}", highlight=False)
+            errors.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
             sys.exit(2)
     diffs = file_diffs(old, new)
     if not diffs:
         errors.print(f"no difference between #{old.id} and #{new.id}", highlight=False)
         return
-    coloured = sys.stdout.isatty() if color is None else color
+    terminal = sys.stdout.isatty()
+    coloured = terminal if color is None else color
+    if terminal or coloured:  # read by a person: a program's own escapes are shown, not run
+        diffs = visible(diffs)
     # color=True: click would otherwise strip escapes that a program's own text may hold
     click.echo(painted(diffs) if coloured else plain(diffs), nl=False, color=True)
 
@@ -185,14 +204,18 @@ def report(run_name: str | None, output: Path | None, db: str | None, results: P
 
     from evolve.launch import found_store, open_store
     from evolve.report import write_report
-    from evolve.runs import run_dir
+    from evolve.runs import is_run_name, run_dir
 
     location = found_store(db, results)
     with open_store(location.url) as store:
         record = chosen_run(store, run_name)
         if output is None:
-            folder = run_dir(location.results, record.name)
+            # A stored name that is no run name (an absolute path, `..`) names no folder.
+            folder = run_dir(location.results, record.name) if is_run_name(record.name) else None
             here = Path("report-" + re.sub(r"[^\w.-]", "_", record.name) + ".html")
-            output = folder / "report.html" if folder.is_dir() else here
-        written = write_report(store, record.name, output)
-    console.print(f"wrote {written}", highlight=False)
+            output = folder / "report.html" if folder is not None and folder.is_dir() else here
+        try:
+            written = write_report(store, record.name, output)
+        except OSError as exc:
+            _cannot_write(output, exc)
+    console.print(f"wrote {written}", markup=False, highlight=False)

@@ -113,6 +113,7 @@ def new_run(
                 "task_files": dict(task.files),
                 "objectives": [(o.name, o.direction) for o in task.spec.objectives],
                 "strategy": task.spec.search.strategy,
+                "budget": task.spec.budget.model_dump(),  # with this invocation's overrides
             },
         )
         lease.take(store, run_name, me)  # a new run: nobody else can hold it
@@ -158,6 +159,7 @@ def resumed_run(
         except lease.LeaseHeld as held:
             errors.print(f"[red]error:[/red] {held}", highlight=False)
             sys.exit(2)
+        store.record_budget(record.name, task.spec.budget.model_dump())
     console.print(f"resuming run [bold]{record.name}[/bold]")
     with _ray(options.ray_address, task), open_store(location.url) as store:
         workers = options.workers or record.settings.get("workers")

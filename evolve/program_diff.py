@@ -10,11 +10,13 @@ the way diff(1) marks it, lest the patch add one.
 
 from __future__ import annotations
 
+import re
 from difflib import unified_diff
 
 from evolve.store import CandidateRecord, Store
 
 NO_NEWLINE = "\\ No newline at end of file\n"
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all but tab and newline
 BOLD, RED, GREEN, CYAN, RESET = "\x1b[1m", "\x1b[31m", "\x1b[32m", "\x1b[36m", "\x1b[0m"
 
 
@@ -58,6 +60,17 @@ def file_diffs(old: CandidateRecord, new: CandidateRecord) -> list[list[str]]:
         )
         diffs.append([ended for line in lines for ended in _ended(line)])
     return diffs
+
+
+def visible(diffs: list[list[str]]) -> list[list[str]]:
+    """The diff with every control character but tab and newline written as `\\xNN`, for a
+    terminal: a program's text may hold escape sequences, and a model's code must not be
+    able to hide lines, retitle the window or write to the clipboard when it is reviewed."""
+    return [[_CONTROL.sub(_escaped, line) for line in lines] for lines in diffs]
+
+
+def _escaped(found: re.Match[str]) -> str:
+    return f"\\x{ord(found.group()):02x}"
 
 
 def plain(diffs: list[list[str]]) -> str:

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
 from evolve.program import Program
+
+# A task's or a run's name: it names the run's folder under the results, so it must be one
+# path component that climbs nowhere.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+def is_run_name(name: str) -> bool:
+    """Whether `name` may name a run (a store may hold others, written by hand or by an
+    older version: the views then do not use it as a folder)."""
+    return re.fullmatch(NAME_PATTERN, name) is not None
 
 
 def new_run_name(task_name: str) -> str:

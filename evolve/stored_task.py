@@ -16,7 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from evolve.store import RunRecord
-from evolve.task import Budget, Objective, TaskSpec
+from evolve.task import Budget, ChampionSpec, Objective, TaskSpec
 from evolve.taskyaml import YAMLLimitError, load
 
 log = logging.getLogger("evolve.stored_task")
@@ -30,13 +30,14 @@ class TaskInfo:
     objectives: tuple[Objective, ...]
     budget: Budget | None
     operators: tuple[str, ...] = field(default_factory=tuple)
+    champion: ChampionSpec = field(default_factory=ChampionSpec)  # how the run crowned
 
 
 def task_info(run: RunRecord) -> TaskInfo:
     """The run's task as far as its stored YAML says; see the module's docstring."""
     try:
         data = load(run.task_yaml)[1]
-    except (yaml.YAMLError, YAMLLimitError) as exc:
+    except (yaml.YAMLError, YAMLLimitError, ValueError) as exc:  # ValueError: a bad date
         log.info("run %s: its stored task is not YAML (%s)", run.name, exc)
         return _from_settings(run, None)
     try:
@@ -50,8 +51,9 @@ def task_info(run: RunRecord) -> TaskInfo:
         evaluator=spec.evaluator.name,
         strategy=spec.search.strategy,
         objectives=tuple(spec.objectives),
-        budget=spec.budget,
+        budget=_recorded_budget(run.settings.get("budget")) or spec.budget,
         operators=tuple(mutator.name for mutator in spec.mutators),
+        champion=spec.champion,
     )
 
 
@@ -61,10 +63,7 @@ def _from_settings(run: RunRecord, data: object) -> TaskInfo:
     strategy."""
     objectives = _written_objectives(data)
     if objectives is None:
-        objectives = tuple(
-            Objective(name=name, direction=direction)
-            for name, direction in run.settings.get("objectives") or []
-        )
+        objectives = _recorded_objectives(run.settings.get("objectives"))
     return TaskInfo(
         name=run.name,
         evaluator="?",
@@ -81,4 +80,23 @@ def _written_objectives(data: object) -> tuple[Objective, ...] | None:
     try:
         return tuple(Objective.model_validate(item) for item in listed)
     except ValidationError:
+        return None
+
+
+def _recorded_objectives(pairs: object) -> tuple[Objective, ...]:
+    """The (name, direction) pairs `evolve run` recorded; none where they are not that."""
+    if not isinstance(pairs, list):
+        return ()
+    try:
+        return tuple(Objective(name=name, direction=direction) for name, direction in pairs)
+    except (TypeError, ValueError):  # not pairs, or refused (ValidationError is a ValueError)
+        return ()
+
+
+def _recorded_budget(recorded: object) -> Budget | None:
+    """The budget `evolve run` recorded, overrides included (a run from before it did so
+    has none: then the text's)."""
+    try:
+        return Budget.model_validate(recorded) if isinstance(recorded, dict) else None
+    except ValueError:
         return None

@@ -14,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from evolve.runs import NAME_PATTERN
 from evolve.sandbox import Limits, Sandbox, open_sandbox
 
 
@@ -222,7 +223,7 @@ class SandboxSpec(Strict):
 
 
 class TaskSpec(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
     seed: list[str] = Field(min_length=1, description="program files, relative to task.yaml")
     evaluator: EvaluatorSpec

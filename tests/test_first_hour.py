@@ -16,6 +16,7 @@ import pytest
 
 from evolve.launch import RunOptions
 from evolve.store import Store
+from evolve.stored_task import task_info
 from evolve.taskfile import load_task
 from tests.conftest import ROOT, write_synthetic_task
 
@@ -120,6 +121,18 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_candidates_overrides_the_budget(finished_run: Path) -> None:
     with Store(f"sqlite:///{finished_run / 'results' / 'evolve.db'}") as store:
         assert store.count_candidates("quick") == 8
+        run = store.get_run("quick")
+    assert run is not None
+    budget = task_info(run).budget
+    assert budget is not None and budget.candidates == 8, "the budget the run really had"
+
+
+def test_a_run_name_that_is_a_path_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    task = write_synthetic_task(tmp_path / "task", candidates=2)
+    refused = evolve("run", task, "--name", "../elsewhere", "--plain", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "a run's name is letters, digits" in refused.stderr
+    assert not (tmp_path / "results").exists() and not (tmp_path.parent / "elsewhere").exists()
 
 
 def test_wall_time_and_candidates_replace_only_what_they_name(tmp_path: Path) -> None:

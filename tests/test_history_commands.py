@@ -9,6 +9,7 @@ import _thread
 import csv
 import io
 import json
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -365,3 +366,31 @@ def test_jsonl_is_strict_json_when_an_evaluator_reports_no_finite_number(tmp_pat
     lines = [json.loads(line, parse_constant=refuse) for line in exported.output.splitlines()]
     (evaluation,) = [line for line in lines if line["type"] == "evaluation"]
     assert evaluation["metrics"] == {"ns": "inf", "bytes": "nan"}
+
+
+def test_names_and_records_from_the_store_are_text_not_markup_or_code(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'evolve.db'}"
+    with Store(url) as store:
+        store.create_run("x[/]", task_path="[bold]t.yaml", task_yaml="", seed=0, settings={})
+        seed = store.plant_seed("x[/]", program(0))
+        evaluate(store, seed.id, passed(ns=1.0), score=-1.0)
+    with sqlite3.connect(tmp_path / "evolve.db") as connection:  # a record written by hand
+        connection.execute("UPDATE candidates SET mutation = '[1, 2]'")
+    listed = cli(url, "runs")
+    assert listed.exit_code == 0, listed.output
+    assert "x[/]" in listed.output and "[bold]t.yaml" in listed.output
+    unknown = cli(url, "leaderboard", "y[/]")
+    assert unknown.exit_code == 2 and "no run 'y[/]'" in unknown.output
+    exported = cli(url, "export", "x[/]", "--format", "csv")
+    assert exported.exit_code == 0, exported.output
+    assert "seed" in exported.output.splitlines()[1]
+    assert cli(url, "lineage", str(seed.id)).exit_code == 0
+
+
+def test_an_export_to_a_folder_or_an_unwritable_place_says_so(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    for target in (tmp_path, tmp_path / "no" / "such" / "folder.jsonl"):
+        refused = cli(sqlite_url, "export", DONE, "-o", str(target))
+        assert refused.exit_code == 2, refused.output
+        assert f"cannot write {target}" in refused.output

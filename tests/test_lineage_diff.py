@@ -327,3 +327,24 @@ def test_lineage_and_diff_against_postgresql() -> None:
         assert diff.exit_code == 0, diff.output
         assert "+    xs.sort(key=int, reverse=False)\n" in diff.stdout
         assert evolve(url, "lineage", 10**9).exit_code == 2
+
+
+def test_a_programs_escape_sequences_are_shown_to_a_reader_and_kept_in_a_pipe(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'evolve.db'}"
+    hostile = "    xs = 1  # \x1b]52;c;cm0gLXJmIH4K\x07\x1b[8mhidden\x1b[0m\n"
+    with Store(url) as store:
+        store.create_run("esc", task_path="t.yaml", task_yaml=TASK_YAML, seed=0, settings={})
+        seed = store.plant_seed("esc", program("    return xs\n"))
+        child = store.add_candidate(
+            "esc", program(hostile + "    return xs\n"), parent_ids=[seed.id], island=0,
+            generation=1, mutation={"operator": "diff"},
+        )  # fmt: skip
+    assert child is not None
+    piped = evolve(url, "diff", child.id)
+    assert piped.exit_code == 0 and "+" + hostile in piped.stdout, "a pipe gets the bytes"
+    read = evolve(url, "diff", child.id, "--color")
+    assert read.exit_code == 0
+    assert not any(raw in read.stdout for raw in ("\x07", "\x1b]52", "\x1b[8m"))
+    assert "\\x1b]52;c;cm0gLXJmIH4K\\x07\\x1b[8mhidden" in read.stdout

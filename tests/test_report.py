@@ -6,6 +6,7 @@ PostgreSQL must give the same page as SQLite."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -24,10 +25,10 @@ from evolve.engine import Engine
 from evolve.llm import LLMCall
 from evolve.program import Program
 from evolve.report import write_report
-from evolve.report.failures import reasons
+from evolve.report.failures import reason, reasons
 from evolve.report.lineage import trace
 from evolve.report.progress import WHOLE_RUN, replay
-from evolve.results import Counter, EvalResult, StageResult
+from evolve.results import ERROR, Counter, EvalResult, StageResult
 from evolve.scoring import score
 from evolve.store import CandidateRecord, Settlement, Store, default_url
 from evolve.store.records import CandidateOutline, EvaluationOutline, FailedEvaluation
@@ -364,8 +365,8 @@ def test_a_real_run_renders_in_chromium_with_every_plot_drawn(real_run: Path) ->
         "openai:gpt-test" in sections["operators"]
         and "anthropic:claude-test" in sections["operators"]
     )
-    for reason in ("expected ';' before '}' token", "RuntimeError: the harness lost its pipe"):
-        assert reason in sections["failures"]
+    for why in ("expected ';' before '}' token", "RuntimeError: the harness lost its pipe"):
+        assert why in sections["failures"]
     assert "exceeds N" in sections["failures"]  # the engine's own check failures, grouped
     for outcome in ("duplicate", "too_similar", "failed", "retries_exhausted"):
         assert outcome in sections["failures"]
@@ -477,6 +478,19 @@ def test_the_command_writes_beside_the_run_or_here_and_refuses_an_unknown_run(
     assert done.exit_code == 2
     assert "no run 'nope'" in done.output
 
+    climbing = tmp_path / "climbing"  # a stored name that is a path names no folder
+    Store(default_url(climbing)).create_run(
+        "../up", task_path="t", task_yaml="", seed=0, settings={}
+    )
+    (tmp_path / "up").mkdir()  # where run_dir(climbing, "../up") would lead
+    done = runner.invoke(main, ["report", "../up", "--results", str(climbing)])
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "report-.._up.html").is_file()
+    assert not any((tmp_path / "up").iterdir()), "nothing written outside the results"
+    unwritable = chosen / "report.html"  # under a file
+    done = runner.invoke(main, ["report", RUN, "-o", str(unwritable), "--results", results])
+    assert done.exit_code == 2 and "cannot write" in done.output
+
 
 # -- the parts, on rows made up here --------------------------------------------------------
 
@@ -522,7 +536,8 @@ def test_a_long_lineage_is_cut_to_its_newest_generations_with_the_partners_kept(
 def test_failure_reasons_group_by_their_first_line_with_numbers_blanked() -> None:
     def failing(cid: int, feedback: str, status: str = "check_failed") -> FailedEvaluation:
         stage = StageResult("check", False, 0.1, feedback)
-        return FailedEvaluation(cid, cid, "evaluate", status, (stage,), f"[check] {feedback}")
+        text = f"[check] {feedback}"
+        return FailedEvaluation(cid, cid, "evaluate", status, (stage,), text, text)
 
     found = reasons(
         [
@@ -536,6 +551,7 @@ def test_failure_reasons_group_by_their_first_line_with_numbers_blanked() -> Non
                 "error",
                 (),
                 "Traceback (most recent call last):\n  File x\nValueError: bad",
+                "Traceback (most recent call last):\n  File x\nValueError: bad",
             ),
         ],
         per_stage=5,
@@ -545,6 +561,26 @@ def test_failure_reasons_group_by_their_first_line_with_numbers_blanked() -> Non
         ("check", "wrong at N", 1, 3),
         ("evaluator", "ValueError: bad", 1, 4),
     ]
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def test_a_long_tracebacks_reason_is_its_exception_not_a_frame(
+    backend: str, tmp_path: Path
+) -> None:
+    frames = "".join(f'  File "deep.py", line {n}, in f{n}\n    f{n + 1}()\n' for n in range(400))
+    crash = f"evaluator crashed:\nTraceback (most recent call last):\n{frames}RecursionError: deep"
+    with contextlib.ExitStack() as stack:
+        url = default_url(tmp_path)
+        if backend == "postgresql":
+            url = stack.enter_context(postgres_schema())
+        store = stack.enter_context(Store(url))
+        seed = plant(store, TASK)
+        _evaluate(store, seed, None, failure=EvalResult(ERROR, feedback=crash))
+        (failure,) = [f for f in store.failed_evaluations(RUN, 4000) if f.candidate_id == seed.id]
+    assert len(crash) > 8000 and failure.feedback_tail.endswith("RecursionError: deep")
+    assert reason(failure) == "RecursionError: deep"
 
 
 def test_a_best_without_counters_says_why_in_its_evaluators_words(tmp_path: Path) -> None:
@@ -566,12 +602,34 @@ def test_a_best_without_counters_says_why_in_its_evaluators_words(tmp_path: Path
         StageResult("check", True, 0.01, metrics={"distance": 0.0, "knob_sum": 100.0}),
         StageResult("counters", True, 0.01, feedback=f"{refused}\nmore detail"),
     ]
-    result = EvalResult.from_stages(stages)
-    store.record_evaluation(
-        best.id, result, kind="evaluate", score=score(result.metrics, OBJECTIVES),
-        input_seed=1, worker="w1", started_at=1.0, finished_at=2.0,
-    )  # fmt: skip
+    for kind in ("evaluate", "remeasure"):  # measured twice: the run's champion
+        result = EvalResult.from_stages(stages)
+        store.record_evaluation(
+            best.id, result, kind=kind, score=score(result.metrics, OBJECTIVES),
+            input_seed=1, worker="w1", started_at=1.0, finished_at=2.0,
+        )  # fmt: skip
     page = write_report(store, RUN, tmp_path / "report.html").read_text()
     counters = page[page.index('<section id="counters">') :]
     assert f"No counters for the best, #{best.id}. Its evaluator said: {refused}<" in counters
     assert "1.2e+08" in counters, "the seed's counters are still shown"
+
+
+def test_the_report_names_the_runs_champion_not_an_unverified_top_score(tmp_path: Path) -> None:
+    store = Store(default_url(tmp_path))
+    seed = plant(store, TASK)
+    _evaluate(store, seed, {"distance": 97.0, "knob_sum": 3.0}, kind="remeasure")
+    lucky = store.add_candidate(
+        RUN,
+        Program({"seed.py": SYNTHETIC_SEED.replace("A = 1", "A = 77")}),
+        parent_ids=[seed.id],
+        island=0,
+        generation=1,
+        mutation={"operator": "tune"},
+    )
+    assert lucky is not None
+    _evaluate(store, lucky, {"distance": 0.0, "knob_sum": 100.0})  # measured once
+    page = write_report(store, RUN, tmp_path / "report.html").read_text()
+    summary = page[page.index('class="muted"') :]
+    assert f"best #{seed.id}," in summary and f"best #{lucky.id}," not in summary
+    lineage = page[page.index('<section id="lineage">') :]
+    assert f"The best, #{seed.id} " in lineage

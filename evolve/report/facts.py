@@ -11,6 +11,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from evolve.champion import Referee
 from evolve.report.lineage import Tree, trace
 from evolve.store import CandidateRecord, EvaluationRecord, ProposalRecord, RunRecord, Store
 from evolve.store.evaluations import scoring_evaluation
@@ -38,7 +39,8 @@ class RunFacts:
     proposals: list[ProposalRecord]
     spend: list[ModelSpend]
     metrics: dict[int, dict[str, float]]  # of each scored candidate, when objectives > 1
-    best: CandidateOutline | None
+    best: CandidateOutline | None  # the champion; else the top score, not crowned
+    crowned: bool
     seed: CandidateOutline | None
     measured: dict[str, EvaluationRecord]  # "seed", "best": the evaluation to read counters of
     tree: Tree | None
@@ -53,8 +55,12 @@ def read_facts(store: Store, run_name: str) -> RunFacts:
         raise KeyError(f"no run named {run_name!r} in {store.display_url}")
     task = task_info(run)
     candidates = {c.id: c for c in store.candidate_outlines(run_name)}
+    # The run's champion, judged as the run judged it (evolve/champion.py): the top score
+    # may belong to a candidate measured once, or flagged with disagreeing measurements.
+    crowned, _ = Referee(task.champion, store).restore(run_name)
     scored = [c for c in candidates.values() if c.score is not None]
-    best = max(scored, key=lambda c: (c.score, -c.id), default=None)
+    top = max(scored, key=lambda c: (c.score, -c.id), default=None)
+    best = candidates.get(crowned.id) if crowned is not None else top
     seed = next(iter(candidates.values()), None)
     tree = trace(candidates, best.id, LINEAGE_NODES) if best is not None else None
     facts = RunFacts(
@@ -67,6 +73,7 @@ def read_facts(store: Store, run_name: str) -> RunFacts:
         spend=store.spend_by_model(run_name),
         metrics=store.scoring_metrics(run_name) if len(task.objectives) > 1 else {},
         best=best,
+        crowned=crowned is not None,
         seed=seed,
         measured=_measured(store, {"seed": seed, "best": best}),
         tree=tree,

@@ -46,6 +46,9 @@ def reason(failure: FailedEvaluation) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         return "timed out" if failure.status == TIMEOUT else f"{failure.status}, no feedback"
+    if TRACEBACK in text:  # the exception is the traceback's last line, past any cut
+        end = failure.feedback_tail if text is failure.feedback else text
+        lines = [line.strip() for line in end.splitlines() if line.strip()] or lines
     line = lines[-1] if TRACEBACK in text else lines[0]
     line = _NUMBER.sub("N", _STAGE_TAG.sub("", line))
     return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 1] + "…"

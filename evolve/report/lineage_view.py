@@ -129,9 +129,12 @@ def _panels(tree: Tree, facts: RunFacts) -> list[Safe]:
     panels = [_root_panel(tree, facts)]
     room = PAGE_DIFF_LINES
     for edge in reversed(tree.edges):
-        diffs, cut = edge_diff(edge, facts.lineage, min(DIFF_LINES, room))
-        room -= sum(len(lines) for lines in diffs)
-        panels.append(_edge_panel(edge, facts, diffs, cut))
+        if room > 0:
+            diffs, cut = edge_diff(edge, facts.lineage, min(DIFF_LINES, room))
+            room -= sum(len(lines) for lines in diffs)
+            panels.append(_edge_panel(edge, facts, diffs, cut))
+        else:  # the page's lines are spent: no diff is made at all, however big
+            panels.append(_edge_panel(edge, facts, [], None))
     return panels
 
 
@@ -151,7 +154,8 @@ def _root_panel(tree: Tree, facts: RunFacts) -> Safe:
     return tag("div", body, id=f"panel-{ROOT}", class_="panel-src", hidden="hidden")
 
 
-def _edge_panel(edge: Edge, facts: RunFacts, diffs: list[list[str]], cut: int) -> Safe:
+def _edge_panel(edge: Edge, facts: RunFacts, diffs: list[list[str]], cut: int | None) -> Safe:
+    """`cut`: the diff's lines left out; None where no diff was made."""
     child, parent = facts.candidates[edge.child], facts.candidates.get(edge.parent)
     mutation = child.mutation
     how = "made from" if edge.primary else "crossover partner of"
@@ -174,9 +178,12 @@ def _edge_panel(edge: Edge, facts: RunFacts, diffs: list[list[str]], cut: int) -
             tag("h3", f"#{edge.child}, {how} #{edge.parent}"),
             _facts_list(rows),
             _diff(diffs) if diffs else "",
-            note("The two programs are the same.") if not diffs and not cut else "",
+            note("The two programs are the same.") if not diffs and cut == 0 else "",
             note(f"{cut} more lines of diff not shown: evolve diff {edge.parent} {edge.child}")
             if cut
+            else "",
+            note(f"Diff not shown, the page holds enough: evolve diff {edge.parent} {edge.child}")
+            if cut is None
             else "",
         ]
     )

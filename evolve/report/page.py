@@ -17,6 +17,7 @@ import time
 from evolve.report.facts import RunFacts
 from evolve.report.markup import Safe, join, number, tag
 from evolve.report.sections import Section, sections
+from evolve.run_states import shown_status
 
 STYLE = """
 :root { color-scheme: light; --ink: #1d232a; --muted: #5b6670; --rule: #d8dee4; }
@@ -146,12 +147,21 @@ def _section(section: Section) -> Safe:
 
 def _summary(facts: RunFacts) -> Safe:
     run, best = facts.run, facts.best
+    if best is None:
+        leader = "no best yet"
+    elif facts.crowned:
+        leader = f"best #{best.id}, score {number(best.score)}"
+    else:
+        leader = (
+            f"top score #{best.id}, {number(best.score)}, not crowned: measured once, or "
+            "flagged with measurements that disagree"
+        )
     words = [
-        f"status {run.status}",
+        f"status {shown_status(run, time.time())}",
         f"{len(facts.candidates)} candidates",
         f"{len(facts.evaluations)} evaluations",
         f"{len(facts.proposals)} proposals",
-        f"best #{best.id}, score {number(best.score)}" if best else "no best yet",
+        leader,
         "written " + time.strftime("%Y-%m-%d %H:%M:%S"),
     ]
     return tag("p", " · ".join(words), class_="muted")

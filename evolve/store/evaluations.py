@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 
 from evolve.results import OK, EvalResult
 from evolve.store import statements
@@ -143,8 +143,13 @@ class Evaluations(Database):
 
     def failed_evaluations(self, run_name: str, feedback_chars: int) -> list[FailedEvaluation]:
         """The run's evaluations that did not pass, oldest first, with their stages and the
-        first `feedback_chars` of their feedback: why candidates failed, without reading
-        the texts of those that passed."""
+        first and the last `feedback_chars` of their feedback (a crash's traceback ends with
+        what went wrong): why candidates failed, without reading whole texts."""
+        text, length = Evaluation.feedback, func.length(Evaluation.feedback)
+        tail = case(  # SQLite and PostgreSQL read a negative start differently
+            (length > feedback_chars, func.substr(text, length - feedback_chars + 1)),
+            else_=text,
+        )
         query = (
             select(
                 Evaluation.id,
@@ -153,6 +158,7 @@ class Evaluations(Database):
                 Evaluation.status,
                 Evaluation.stages,
                 func.substr(Evaluation.feedback, 1, feedback_chars).label("feedback"),
+                tail.label("feedback_tail"),
             )
             .where(Evaluation.run_name == run_name, Evaluation.status != OK)
             .order_by(Evaluation.id)

@@ -73,12 +73,18 @@ class CandidateRecord:
             generation=row.generation,
             program=Program(dict(row.files)),
             code_hash=row.code_hash,
-            mutation=row.mutation,
+            mutation=mutation_of(row.mutation),
             status=row.status,
             score=row.score,
             measurements=row.measurements,
             created_at=row.created_at,
         )
+
+
+def mutation_of(stored: object) -> dict[str, Any]:
+    """A candidate's mutation record as every view reads it: a dict, even where the store
+    holds something else (written by hand, or tampered with)."""
+    return stored if isinstance(stored, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -251,7 +257,8 @@ class CandidateOutline:
     @classmethod
     def of(cls, row: Row[Any]) -> CandidateOutline:
         values = {column: getattr(row, column) for column in cls.__dataclass_fields__}
-        return cls(**{**values, "parent_ids": tuple(row.parent_ids)})
+        parents = {"parent_ids": tuple(row.parent_ids), "mutation": mutation_of(row.mutation)}
+        return cls(**{**values, **parents})
 
 
 @dataclass(frozen=True)
@@ -293,7 +300,8 @@ class FailedEvaluation:
     kind: str
     status: str
     stages: tuple[StageResult, ...]
-    feedback: str
+    feedback: str  # its head
+    feedback_tail: str  # and its end, as long
 
     @classmethod
     def of(cls, row: Row[Any]) -> FailedEvaluation:
@@ -304,6 +312,7 @@ class FailedEvaluation:
             status=row.status,
             stages=tuple(StageResult(**stage) for stage in row.stages),
             feedback=row.feedback,
+            feedback_tail=row.feedback_tail,
         )
 
 

@@ -103,6 +103,14 @@ class Runs(Database):
             for name in made.keys() | spent.keys()
         }
 
+    def record_budget(self, name: str, budget: Mapping[str, Any]) -> None:
+        """The budget the run has now, in its settings: `--candidates` and `--wall-time`
+        replace the task's for an invocation, and a resume with them extends the run, so
+        the stored task's text no longer says what the run was allowed."""
+        with self._write() as session, session.begin():
+            row = _locked_run(session, name)
+            row.settings = {**(row.settings or {}), "budget": dict(budget)}
+
     def set_run_status(self, name: str, status: str) -> None:
         """Whoever drove the run, it has no driver now: a running run gets one by its lease."""
         self.end_lease(name, None, status)

@@ -24,8 +24,8 @@ def runs_table(records: list[RunRecord], totals: dict[str, RunTotals], now: floa
         status = shown_status(record, now)
         style = {"running": "green", "failed": "red", "killed": "bold red"}.get(status, "")
         table.add_row(
-            record.name,
-            task_name(record),
+            Text(record.name),  # stored text, not rich markup
+            Text(task_name(record)),
             Text(status, style=style),
             str(total.candidates),
             "-" if total.best_score is None else f"{total.best_score:.4g}",

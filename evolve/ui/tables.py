@@ -59,7 +59,7 @@ def leaderboard(store: Store, run: RunRecord, limit: int = 10) -> Table:
                 names.append(name)
     notes = [FLAGGED_NOTE] * bool(suspects) + [FRONT_NOTE] * bool(on_front)
     caption = "\n".join(notes) or None
-    table = Table(title=f"top {limit} of {run_name}", caption=caption, expand=False)
+    table = Table(title=Text(f"top {limit} of {run_name}"), caption=caption, expand=False)
     for column in ["rank", "id", "score", *names, "island", "gen", "parent", "measured"]:
         table.add_column(column, justify="right")
     for rank, candidate in enumerate(top, start=1):
@@ -80,8 +80,9 @@ def leaderboard(store: Store, run: RunRecord, limit: int = 10) -> Table:
     return table
 
 
-def run_summary(store: Store, run: RunRecord) -> str:
-    """The run's status and its candidates by status, and why a failed run has no results."""
+def run_summary(store: Store, run: RunRecord) -> Text:
+    """The run's status and its candidates by status, and why a failed run has no results;
+    as Text, since a run's name is not rich markup."""
     counts = store.status_counts(run.name)
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     line = f"run {run.name} ({run.status}): {summary}"
@@ -97,7 +98,7 @@ def run_summary(store: Store, run: RunRecord) -> str:
         )
     elif seed is not None and seed.score is None and seed.status != "pending":
         line += f"\nthe seed #{seed.id} failed ({seed.status}): evolve show {seed.id} says why"
-    return line
+    return Text(line)
 
 
 def _operator(candidate: CandidateRecord) -> str:
