@@ -20,7 +20,8 @@ from typing import Any
 from evolve.plausibility import FLAGGED_METRIC, flag_lines, flag_reasons
 from evolve.results import OK, EvalResult
 from evolve.runs import write_best
-from evolve.store import CandidateRecord, EvaluationRecord, Store
+from evolve.store import CandidateRecord, EvaluationRecord, RunRecord, Store
+from evolve.stored_task import task_info
 from evolve.task import ChampionSpec
 
 MAX_MEASUREMENTS = 4  # a flagged candidate whose measurements disagree this often is refused
@@ -185,3 +186,9 @@ class Champion:
 def _flag(result: EvalResult, reason: str) -> None:
     result.metrics[FLAGGED_METRIC] = 1.0
     result.feedback = "\n\n".join(p for p in (result.feedback, *flag_lines([reason])) if p)
+
+
+def champion_of(store: Store, run: RunRecord) -> CandidateRecord | None:
+    """The champion of a run as a reader finds it, judged by the rules its task set: a
+    top score measured once, or flagged with measurements that disagree, is not it."""
+    return Referee(task_info(run).champion, store).restore(run.name)[0]

@@ -30,6 +30,7 @@ def runs(db: str | None, results: Path | None) -> None:
     """
     import time
 
+    from evolve.champion import champion_of
     from evolve.launch import reading_store
     from evolve.ui.runs_view import runs_table
 
@@ -39,7 +40,8 @@ def runs(db: str | None, results: Path | None) -> None:
             where = store.display_url
             console.print(f"no runs in {where} yet: `evolve run TASK` starts one", markup=False)
             return
-        console.print(runs_table(records, store.run_totals(), time.time()))
+        champions = {record.name: champion_of(store, record) for record in records}
+        console.print(runs_table(records, store.run_totals(), champions, time.time()))
 
 
 @click.command(short_help="Write a run's records out: JSON lines, CSV, or its programs.")

@@ -167,7 +167,7 @@ def test_runs_lists_each_run_newest_first_and_a_dead_driver_as_killed(url: str) 
     assert "running" in row(shown.output, LIVE) and "killed" not in row(shown.output, LIVE)
     done = row(shown.output, DONE)
     assert "finished" in done and " sorter " in done, "the task's name, from its YAML"
-    assert " 3 " in done and " -5 " in done, "3 candidates, the best scoring -5"
+    assert " 3 " in done and done.count(" - ") == 1, "3 candidates, none measured twice"
     assert "$0.0125, 150 tokens" in done
     dead = row(shown.output, DEAD)
     assert "/srv/dead-run.yaml" in dead, "no name in the YAML: the task's path"
@@ -394,3 +394,21 @@ def test_an_export_to_a_folder_or_an_unwritable_place_says_so(
         refused = cli(sqlite_url, "export", DONE, "-o", str(target))
         assert refused.exit_code == 2, refused.output
         assert f"cannot write {target}" in refused.output
+
+
+def test_a_runs_best_is_its_champion_not_an_unverified_top_score(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'evolve.db'}"
+    with Store(url) as store:
+        store.create_run("r", task_path="t.yaml", task_yaml="", seed=0, settings={})
+        seed = store.plant_seed("r", program(0))
+        for _ in range(2):  # measured twice: it may be crowned
+            evaluate(store, seed.id, passed(ns=5.0), score=-5.0)
+        lucky = store.add_candidate(
+            "r", program(1), parent_ids=[seed.id], island=0, generation=1, mutation={}
+        )
+        assert lucky is not None
+        evaluate(store, lucky.id, passed(ns=1.0), score=-1.0)  # the top score, measured once
+    listed = cli(url, "runs")
+    assert listed.exit_code == 0, listed.output
+    shown = row(listed.output, "r")
+    assert f"#{seed.id} -5" in shown and f"#{lucky.id}" not in shown

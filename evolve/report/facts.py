@@ -11,7 +11,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from evolve.champion import Referee
+from evolve.champion import champion_of
 from evolve.report.lineage import Tree, trace
 from evolve.store import CandidateRecord, EvaluationRecord, ProposalRecord, RunRecord, Store
 from evolve.store.evaluations import scoring_evaluation
@@ -57,7 +57,7 @@ def read_facts(store: Store, run_name: str) -> RunFacts:
     candidates = {c.id: c for c in store.candidate_outlines(run_name)}
     # The run's champion, judged as the run judged it (evolve/champion.py): the top score
     # may belong to a candidate measured once, or flagged with disagreeing measurements.
-    crowned, _ = Referee(task.champion, store).restore(run_name)
+    crowned = champion_of(store, run)
     scored = [c for c in candidates.values() if c.score is not None]
     top = max(scored, key=lambda c: (c.score, -c.id), default=None)
     best = candidates.get(crowned.id) if crowned is not None else top

@@ -233,7 +233,6 @@ class RunTotals:
     neither candidates nor model calls has all the defaults."""
 
     candidates: int = 0
-    best_score: float | None = None
     calls: int = 0
     cost_usd: float = 0.0
     tokens: int = 0

@@ -81,11 +81,10 @@ class Runs(Database):
             ]
 
     def run_totals(self) -> dict[str, RunTotals]:
-        """Each run's candidates, best score and model spend, counted by the database in
-        two GROUP BY queries, so that listing every run never loads a candidate. A run with
-        neither candidates nor calls is absent: its totals are RunTotals()'s defaults."""
-        top = func.max(Candidate.score)
-        candidates = select(Candidate.run_name, func.count(), top).group_by(Candidate.run_name)
+        """Each run's candidates and model spend, counted by the database in two GROUP BY
+        queries, so that listing every run never loads a candidate. A run with neither
+        candidates nor calls is absent: its totals are RunTotals()'s defaults."""
+        candidates = select(Candidate.run_name, func.count()).group_by(Candidate.run_name)
         calls = select(
             LLMCall.run_name,
             func.count(),
@@ -93,13 +92,13 @@ class Runs(Database):
             func.sum(LLMCall.input_tokens + LLMCall.output_tokens),
         ).group_by(LLMCall.run_name)
         with self._read() as session:
-            made = {name: (n, best) for name, n, best in session.execute(candidates)}
+            made = {name: n for name, n in session.execute(candidates)}
             spent = {
                 name: (n, float(usd), int(tokens))
                 for name, n, usd, tokens in session.execute(calls)
             }
         return {
-            name: RunTotals(*made.get(name, (0, None)), *spent.get(name, (0, 0.0, 0)))
+            name: RunTotals(made.get(name, 0), *spent.get(name, (0, 0.0, 0)))
             for name in made.keys() | spent.keys()
         }
 

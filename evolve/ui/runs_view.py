@@ -10,12 +10,18 @@ from rich.table import Table
 from rich.text import Text
 
 from evolve.run_states import shown_status
-from evolve.store import RunRecord
+from evolve.store import CandidateRecord, RunRecord
 from evolve.store.records import RunTotals
 
 
-def runs_table(records: list[RunRecord], totals: dict[str, RunTotals], now: float) -> Table:
-    """Newest first: the run one looks for is most often the latest."""
+def runs_table(
+    records: list[RunRecord],
+    totals: dict[str, RunTotals],
+    champions: dict[str, CandidateRecord | None],
+    now: float,
+) -> Table:
+    """Newest first: the run one looks for is most often the latest. A run's best is its
+    champion's score (evolve/champion.py), not the top score, which may be unverified."""
     table = Table(title=f"runs, newest first ({len(records)})")
     for column in ("name", "task", "status", "candidates", "best", "spend", "started"):
         table.add_column(column, justify="right" if column in ("candidates", "best") else "left")
@@ -28,7 +34,7 @@ def runs_table(records: list[RunRecord], totals: dict[str, RunTotals], now: floa
             Text(task_name(record)),
             Text(status, style=style),
             str(total.candidates),
-            "-" if total.best_score is None else f"{total.best_score:.4g}",
+            _score(champions.get(record.name)),
             f"${total.cost_usd:.4f}, {total.tokens:,} tokens" if total.calls else "-",
             time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at)),
         )
@@ -46,3 +52,9 @@ def task_name(record: RunRecord) -> str:
     except yaml.YAMLError:
         name = None
     return name if isinstance(name, str) and name else record.task_path
+
+
+def _score(champion: CandidateRecord | None) -> str:
+    if champion is None or champion.score is None:
+        return "-"
+    return f"#{champion.id} {champion.score:.4g}"
