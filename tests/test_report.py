@@ -7,6 +7,7 @@ PostgreSQL must give the same page as SQLite."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -519,6 +520,17 @@ def test_a_re_measurement_can_lower_the_best_and_a_failed_one_takes_it_away() ->
     assert whole.seconds == [1, 2, 4, 5, 5]
     assert replayed.curves[1].best == [-3.0, -3.0]  # island 1 never saw #2
     assert [(r.candidate_id, r.score) for r in replayed.remeasures] == [(2, -2.0), (2, None)]
+
+
+def test_an_islands_curve_breaks_where_its_only_score_is_taken_away() -> None:
+    candidates = {1: _outline(1, ()), 2: _outline(2, (1,), island=2)}
+    evaluations = [
+        _measured(1, "evaluate", -5.0, 1),
+        _measured(2, "evaluate", -4.0, 2),
+        _measured(2, "remeasure", None, 3),  # island 2 holds no score now
+    ]
+    lonely = replay(candidates, evaluations, 0.0).curves[2]
+    assert lonely.best[0] == -4.0 and len(lonely.best) == 2 and math.isnan(lonely.best[1])
 
 
 def test_a_long_lineage_is_cut_to_its_newest_generations_with_the_partners_kept() -> None:

@@ -8,6 +8,7 @@ where the candidates' final scores alone would draw a best that never fell.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -97,11 +98,13 @@ def replay(
         score = None if candidate.id in failed else passed.get(candidate.id)
         for group in (candidate.island, WHOLE_RUN):
             board = boards.setdefault(group, _Board())
-            if board.set(candidate.id, score) and board.best is not None:
+            if board.set(candidate.id, score):
+                # NaN where a failed re-measurement took the group's only score away: the
+                # plotted line breaks there rather than going on at a best that is gone.
                 curve = curves.setdefault(group, Curve())
                 curve.candidates.append(len(seen))
                 curve.seconds.append(seconds)
-                curve.best.append(board.best)
+                curve.best.append(math.nan if board.best is None else board.best)
     for group, curve in curves.items():  # each curve runs to the end of the run
         best = boards[group].best
         if best is not None:
