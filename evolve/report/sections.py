@@ -146,16 +146,12 @@ def failures_and_drops(facts: RunFacts) -> Safe:
     parts: list[Safe] = [tag("h3", "Failed evaluations")]
     stages = failures.by_stage(facts.failures)
     if stages:
-        ranked = stages.most_common()
         parts += [
-            _figure(
-                plots.bars(
-                    "failures",
-                    [stage for stage, _ in ranked],
-                    {"evaluations": [n for _, n in ranked]},
-                    "failed evaluations",
-                    counts=True,
-                ),
+            _counted(
+                "failures",
+                stages,
+                "evaluations",
+                "failed evaluations",
                 f"{stages.total()} of {len(facts.evaluations)} evaluations failed, "
                 "by the stage that failed.",
             ),
@@ -176,21 +172,24 @@ def failures_and_drops(facts: RunFacts) -> Safe:
     if not dropped:
         parts.append(note("No proposal was dropped."))
         return join(parts)
-    ranked = dropped.most_common()
     parts += [
-        _figure(
-            plots.bars(
-                "dropped",
-                [outcome for outcome, _ in ranked],
-                {"proposals": [n for _, n in ranked]},
-                "proposals",
-                counts=True,
-            ),
+        _counted(
+            "dropped",
+            dropped,
+            "proposals",
+            "proposals",
             f"{dropped.total()} of {len(facts.proposals)} proposals made no candidate.",
         ),
-        table(["outcome", "proposals"], ranked, numeric={1}),
+        table(["outcome", "proposals"], dropped.most_common(), numeric={1}),
     ]
     return join(parts)
+
+
+def _counted(name: str, counts: Counter[str], series: str, axis: str, caption: str) -> Safe:
+    """A bar per kind, commonest on top."""
+    ranked = counts.most_common()
+    labels, values = [kind for kind, _ in ranked], [n for _, n in ranked]
+    return _figure(plots.bars(name, labels, {series: values}, axis, counts=True), caption)
 
 
 def lineage(facts: RunFacts) -> Safe:
