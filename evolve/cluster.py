@@ -9,11 +9,13 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterable
+from contextlib import nullcontext
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from evolve import guardian, orphans, ray_connect_errors, ray_output
+from evolve.lean_ray import lean_start
 from evolve.processes import child_named, session_dir
 from evolve.secrets import secret_names, withheld
 
@@ -104,14 +106,15 @@ def _attempt(address: str | None) -> Exception | None:
     try:
         if address and address != "auto" and not address.startswith("ray://"):
             _probe(address)
-        ray.init(
-            address=address or "local",  # never a stale cluster `ray start` left behind
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level=logging.ERROR,
-            configure_logging=True,
-            **({} if address else LOCAL_OPTIONS),
-        )
+        with nullcontext() if address else lean_start():
+            ray.init(
+                address=address or "local",  # never a stale cluster `ray start` left behind
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.ERROR,
+                configure_logging=True,
+                **({} if address else LOCAL_OPTIONS),
+            )
     except Exception as exc:  # Ray raises bare Exceptions for start-up failures
         ray.shutdown()
         return exc

@@ -139,8 +139,11 @@ class Engine:
 
     def run(self) -> Outcome:
         self._restore()
-        self.pool.start()
+        # Ray starts at most one worker process per CPU at a time. The proposal workers
+        # (which load the model SDKs) are asked for first: they take longest, and the
+        # evaluation workers are ready in time for the seed anyway.
         self.proposer.start()
+        self.pool.start()
         self.events.emit(Event("info", f"starting {self.pool.size} evaluation worker(s)"))
         try:
             reason = self._loop()

@@ -10,8 +10,9 @@ a time (an agent's evaluator, a client's lazily opened SDK), and copies share no
 
 The actors take no CPU slot, so a slow model never holds an evaluation slot idle, and
 Ray restarts one that dies (its proposals in flight come back as lost, and are settled
-so). They end with the run. Each is handed the run's ledger writer and circuits once, when
-it starts: an actor handle sent with every proposal cost a deserialisation each time.
+so). They end with the run. Each is handed the run's service host (its ledger writer and
+circuits) once, when it starts: an actor handle sent with every proposal cost a
+deserialisation each time.
 """
 
 from __future__ import annotations
@@ -19,18 +20,23 @@ from __future__ import annotations
 import math
 import pickle
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import ray
 from ray import cloudpickle
 from ray.actor import ActorHandle
 
 from evolve.llm.circuit import SharedCircuits
+from evolve.llm.client import preload
+from evolve.llm.config import Provider
 from evolve.llm.hooks import CallHooks
 from evolve.mutators import MutationRequest, Mutator, Proposal
 from evolve.secrets import Keys
-from evolve.services import RunServices
 from evolve.workers import MutationFailed, make_proposal
+
+if TYPE_CHECKING:  # the store it starts is the driver's; these actors never load it
+    from evolve.services import RunServices
 
 THREADS = 32  # proposals one actor works on at once
 
@@ -38,14 +44,18 @@ THREADS = 32  # proposals one actor works on at once
 @ray.remote(num_cpus=0, max_restarts=-1)
 class ProposalWorker:
     def __init__(
-        self, mutators: bytes, ledger: ActorHandle | None, circuits: ActorHandle | None
+        self, mutators: bytes, services: ActorHandle | None, providers: Sequence[Provider]
     ) -> None:
-        """`mutators` pickled, unpickled once per thread; `ledger` and `circuits` are the
-        run's services (evolve/services.py), which a model proposal reports to."""
+        """`mutators` pickled, unpickled once per thread; `services` is the run's service
+        host (evolve/service_host.py), which a model proposal's calls report to;
+        `providers`, those of the task's models, whose SDKs (a second or more each) load
+        now, while the evaluation workers set up and the seed is evaluated, and not on the
+        first proposal."""
         self.pickled = mutators
         self.local = threading.local()
-        self.ledger = ledger
-        self.circuits = SharedCircuits(circuits) if circuits is not None else None
+        self.ledger = services
+        self.circuits = SharedCircuits(services) if services is not None else None
+        preload(providers)
 
     def propose(
         self, name: str, request: MutationRequest, keys: Keys, proposal_id: int, model_made: bool
@@ -64,11 +74,16 @@ class ProposalWorkers:
     the fewest in flight."""
 
     def __init__(
-        self, mutators: Mapping[str, Mutator], in_flight: int, services: RunServices
+        self,
+        mutators: Mapping[str, Mutator],
+        in_flight: int,
+        services: RunServices,
+        providers: Sequence[Provider],
     ) -> None:
         self.wanted = bool(mutators)
         self.pickled = cloudpickle.dumps(dict(mutators))  # a task's own classes by value
         self.services = services
+        self.providers = tuple(providers)
         self.count = max(1, math.ceil(in_flight / THREADS))
         self.actors: list[ActorHandle] = []
         self.busy: dict[ray.ObjectRef, ActorHandle] = {}
@@ -78,8 +93,10 @@ class ProposalWorkers:
         not after it. A run whose proposals are all made in the driver needs none."""
         if not self.actors and self.wanted:
             worker = ProposalWorker.options(max_concurrency=THREADS)  # type: ignore[attr-defined]
-            ledger, circuits = self.services.ledger, self.services.circuits
-            self.actors = [worker.remote(self.pickled, ledger, circuits) for _ in range(self.count)]
+            host = self.services.host
+            self.actors = [
+                worker.remote(self.pickled, host, self.providers) for _ in range(self.count)
+            ]
 
     def submit(
         self, name: str, request: MutationRequest, keys: Keys, proposal_id: int, model_made: bool

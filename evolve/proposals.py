@@ -72,7 +72,8 @@ class Proposer:
         # the proposal workers, which start with the run.
         self.mutators = {m.name: (mutators[m.name], m.weight) for m in spec.mutators}
         remote = {name: m for name, m in mutators.items() if not isinstance(m, Autotuner)}
-        self.workers = ProposalWorkers(remote, in_flight, services)
+        providers = [model_config(m).provider for m in spec.llm.models] if spec.llm else []
+        self.workers = ProposalWorkers(remote, in_flight, services, providers)
         self.keys = Keys.read(key_names(spec.llm))  # for model proposals only
         self.bandit = self._restore_bandit() if spec.llm and spec.llm.adaptive else None
         model_made = any(name in LLM_OPERATORS for name in self.mutators)

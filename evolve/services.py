@@ -1,6 +1,7 @@
-"""The run's actors that model proposals reach, wherever on the cluster they run: the
-ledger writer (every model call stored as it completes) and the per-provider circuits
-(one backoff shared by every worker), both on the driver's node."""
+"""The driver's side of the run's services, which model proposals reach wherever on the
+cluster they run: the ledger writer (every model call stored as it completes) and the
+per-provider circuits (one backoff shared by every worker), both in one actor on the
+driver's node (evolve/service_host.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ import ray
 from ray.actor import ActorHandle
 from ray.exceptions import RayError
 
-from evolve.ledger_writer import start_ledger_writer
-from evolve.llm.circuit import start_circuits
+from evolve.service_host import start_service_host
 from evolve.task import TaskSpec
 
 STATUS_EVERY_S = 1.0  # how often the board asks the circuits how they stand
@@ -22,8 +22,8 @@ log = logging.getLogger("evolve.services")
 
 
 class RunServices:
-    def __init__(self, ledger: ActorHandle | None, circuits: ActorHandle | None) -> None:
-        self.ledger, self.circuits = ledger, circuits
+    def __init__(self, host: ActorHandle | None) -> None:
+        self.host = host
         self._asking: ray.ObjectRef | None = None
         self._asked_at = 0.0
         self._line = ""
@@ -31,7 +31,7 @@ class RunServices:
     def outage_line(self) -> str:
         """Which providers' circuits are open, for the board; never waits for the answer,
         so the loop is not held up by it."""
-        if self.circuits is None:
+        if self.host is None:
             return ""
         if self._asking is not None:
             ready, _ = ray.wait([self._asking], timeout=0)
@@ -40,25 +40,24 @@ class RunServices:
                 self._line = "; ".join(status.values())
                 self._asking = None
         if self._asking is None and time.monotonic() - self._asked_at >= STATUS_EVERY_S:
-            self._asking = self.circuits.status.remote()
+            self._asking = self.host.status.remote()
             self._asked_at = time.monotonic()
         return self._line
 
     def close(self) -> None:
         """The ledger writer first finishes the writes queued before this call: each is a
         call that was paid for."""
-        if self.ledger is not None:
-            try:
-                ray.get(self.ledger.drained.remote(), timeout=DRAIN_TIMEOUT_S)
-            except RayError:
-                log.exception("the ledger writer did not confirm its last writes")
-        for actor in (self.ledger, self.circuits):
-            if actor is not None:
-                ray.kill(actor)
+        if self.host is None:
+            return
+        try:
+            ray.get(self.host.drained.remote(), timeout=DRAIN_TIMEOUT_S)
+        except RayError:
+            log.exception("the ledger writer did not confirm its last writes")
+        ray.kill(self.host)
 
 
 def open_services(spec: TaskSpec, store_url: str) -> RunServices:
-    """Only model calls travel through these; a task without models starts neither."""
+    """Only model calls travel through these; a task without models starts no host."""
     if spec.llm is None:
-        return RunServices(None, None)
-    return RunServices(start_ledger_writer(store_url), start_circuits())
+        return RunServices(None)
+    return RunServices(start_service_host(store_url))

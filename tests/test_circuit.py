@@ -1,11 +1,13 @@
-"""The run's circuit per provider: the pure state machine on a fake clock, then the Ray actor
-shared by concurrent proposal tasks, with real SDKs against a scripted server in a 429 storm."""
+"""The run's circuit per provider: the pure state machine on a fake clock, then the run's
+service host actor shared by concurrent proposal tasks, with real SDKs against a scripted
+server in a 429 storm."""
 
 from __future__ import annotations
 
 import random
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,11 +20,11 @@ from evolve.llm.circuit import (
     Circuit,
     SharedCircuits,
     provider_key,
-    start_circuits,
 )
 from evolve.llm.client import LLMClient
 from evolve.llm.hooks import CallHooks, hooked
 from evolve.llm.records import LLMCall
+from evolve.service_host import start_service_host
 from tests.fakes.llm_server import Fail, Reply, ScriptedLLMServer
 
 
@@ -201,9 +203,10 @@ class Storm:
 
 
 @pytest.mark.usefixtures("ray_session")
-def test_workers_share_one_circuit_so_a_storm_costs_probes_not_a_stream() -> None:
+def test_workers_share_one_circuit_so_a_storm_costs_probes_not_a_stream(tmp_path: Path) -> None:
     workers, storm = 4, Storm(seconds=3.0)
-    circuits, ledger = start_circuits(base_s=0.5), Ledger.remote()  # type: ignore[attr-defined]
+    circuits = start_service_host(f"sqlite:///{tmp_path / 'e.db'}", base_s=0.5)
+    ledger = Ledger.remote()  # type: ignore[attr-defined]
     shared = SharedCircuits(circuits)  # each task unpickles a view of its own
     began = time.time()
     with ScriptedLLMServer(default=storm) as server:
@@ -238,8 +241,10 @@ def test_workers_share_one_circuit_so_a_storm_costs_probes_not_a_stream() -> Non
 
 
 @pytest.mark.usefixtures("ray_session")
-def test_a_process_trusts_closed_for_a_while_and_reports_only_what_moves_the_circuit() -> None:
-    circuits = start_circuits(base_s=0.2, cap_s=0.2)
+def test_a_process_trusts_closed_for_a_while_and_reports_only_what_moves_the_circuit(
+    tmp_path: Path,
+) -> None:
+    circuits = start_service_host(f"sqlite:///{tmp_path / 'e.db'}", base_s=0.2, cap_s=0.2)
     here, elsewhere = SharedCircuits(circuits, trust_s=60.0), SharedCircuits(circuits)
     slept: list[float] = []
 

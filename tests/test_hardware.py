@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evolve import hardware
-from evolve.hardware import cpu_peak
+from evolve import hardware, peaks
+from evolve.peaks import cpu_peak
 
 USABLE = len(os.sched_getaffinity(0))
 
@@ -42,7 +42,7 @@ def fake_machine(
         (index / "type").write_text(kind + "\n")
         (index / "size").write_text(size + "\n")
     monkeypatch.setattr(hardware, "CPUINFO", root / "cpuinfo")
-    monkeypatch.setattr(hardware, "MAX_FREQ", root / "cpuinfo_max_freq")
+    monkeypatch.setattr(peaks, "MAX_FREQ", root / "cpuinfo_max_freq")
     monkeypatch.setattr(hardware, "CACHE_DIR", root / "cache")
 
 

@@ -13,16 +13,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, create_engine, text
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
 from evolve.program import Program
 from evolve.results import Counter, EvalResult, StageResult
 from evolve.store import CandidateRecord, Opening, Settlement, Store, default_url
+from evolve.store.database import SCHEMA_HEAD
 from evolve.store.schema import Base
+from evolve.store.upgrade import MIGRATIONS
 from tests.conftest import postgres_schema
 
 RUN = "run-1"
@@ -99,7 +104,28 @@ def test_migrations_create_exactly_the_schema(url: str) -> None:
     with engine.connect() as connection:
         assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0004_proposals",)
+            (SCHEMA_HEAD,)
+        ]
+    engine.dispose()
+
+
+def test_the_head_a_store_trusts_is_the_newest_migration_and_a_behind_one_is_upgraded(
+    url: str,
+) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    assert ScriptDirectory.from_config(config).get_heads() == [SCHEMA_HEAD]
+    Store(url).close()
+    engine = raw_engine(url)
+    with engine.begin() as connection:  # as a store from before the last migration left it
+        config.attributes["connection"] = connection
+        command.downgrade(config, "-1")
+        assert not inspect(connection).has_table("proposals")
+    Store(url).close()
+    with engine.connect() as connection:
+        assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
+            (SCHEMA_HEAD,)
         ]
     engine.dispose()
 

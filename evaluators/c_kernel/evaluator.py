@@ -26,7 +26,7 @@ from evaluators.c_kernel.measure import measure, sets_needed
 from evaluators.c_kernel.oracle import CHECK, COUNTED, SANITIZED, Oracle, Trial
 from evaluators.c_kernel.params import CKernelParams
 from evaluators.c_kernel.sanitize import sanitize
-from evolve.hardware import CpuPeak, cpu_peak
+from evolve.peaks import CpuPeak, cpu_peak
 from evolve.program import Program
 from evolve.results import Counter, EvalResult, StageResult
 from evolve.sandbox import Limits, Sandbox

@@ -23,7 +23,7 @@ from evaluators.c_kernel.compare import compare
 from evaluators.c_kernel.metrics import throughput, throughput_line
 from evaluators.c_kernel.oracle import RETIMED, TIMED, Trial
 from evaluators.c_kernel.params import CKernelParams
-from evolve.hardware import CpuPeak
+from evolve.peaks import CpuPeak
 from evolve.plausibility import bandwidth_applies, flag_lines, roofline_flag, roofline_floor_s
 from evolve.stages import Runner, StageFailed, excerpt, require_ok
 

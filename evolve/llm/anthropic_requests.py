@@ -25,6 +25,16 @@ from evolve.llm.conversation import (
 )
 from evolve.llm.records import Usage
 
+SDK = anthropic  # whose errors evolve/llm/failures.py reads
+
+
+def connect(config: ModelConfig, key: str, timeout_s: float) -> anthropic.Anthropic:
+    """The SDK's client, with its own retries off: every attempt passes through
+    evolve/llm/retry.py, so that each becomes a record."""
+    return anthropic.Anthropic(
+        base_url=config.base_url, api_key=key, timeout=timeout_s, max_retries=0
+    )
+
 
 def complete(
     sdk: anthropic.Anthropic,

@@ -8,7 +8,8 @@ exponentially with jitter. When it is over, exactly one request goes through as 
 opens it again for longer.
 
 `Circuit` is the pure state machine (a clock and a random source are injected, for tests);
-`ProviderCircuits` is the Ray actor that holds one per provider for all of a run's workers;
+`ProviderCircuits` holds one per provider for all of a run's workers, in the run's service
+host actor (evolve/service_host.py);
 `SharedCircuits` is a process's side of that actor, and `Gate` one provider's part of it,
 which a client asks and tells.
 
@@ -29,7 +30,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from evolve.llm.config import ModelConfig
 from evolve.llm.records import Status
@@ -136,7 +136,6 @@ def provider_key(config: ModelConfig) -> str:
     return config.base_url or config.provider
 
 
-@ray.remote(num_cpus=0)
 class ProviderCircuits:
     """The run's circuits, one per provider key, shared by every proposal worker."""
 
@@ -167,14 +166,6 @@ class ProviderCircuits:
         if key not in self._circuits:
             self._circuits[key] = Circuit(base_s=self.base_s, cap_s=self.cap_s)
         return self._circuits[key]
-
-
-def start_circuits(base_s: float = BASE_S, cap_s: float = CAP_S) -> ray.actor.ActorHandle:
-    """The run's circuits, on this (the driver's) node, which outlives every worker."""
-    here = ray.get_runtime_context().get_node_id()
-    return ProviderCircuits.options(  # type: ignore[attr-defined]
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False)
-    ).remote(base_s, cap_s)
 
 
 class SharedCircuits:

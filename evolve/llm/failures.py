@@ -1,33 +1,41 @@
 """An SDK's exception, read as an attempt's status: which failures are worth another try,
-and a message that tells the user what to fix."""
+and a message that tells the user what to fix.
+
+Both SDKs raise the same hierarchy of errors, by name (APIError, APITimeoutError,
+APIConnectionError, APIStatusError), so the SDK is passed in: this module loads neither."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import anthropic
-import openai
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from evolve.llm.config import ModelConfig
 from evolve.llm.records import Status
 from evolve.llm.retry import Attempt
 
+if TYPE_CHECKING:
+    import anthropic
+    import openai
+
 
 def classify(
     failure: openai.APIError | anthropic.APIError,
+    sdk: ModuleType,
     config: ModelConfig,
     timeout_s: float,
     redact: Callable[[str], str],
 ) -> Attempt:
-    """`redact` scrubs the key from messages the server wrote, which may echo it back."""
+    """`sdk`: the module that raised `failure`; `redact` scrubs the key from messages the
+    server wrote, which may echo it back."""
     where = config.base_url or f"the {config.provider} API"
-    if isinstance(failure, openai.APITimeoutError | anthropic.APITimeoutError):
+    if isinstance(failure, sdk.APITimeoutError):
         return Attempt("timeout", error=f"no reply from {where} within {timeout_s:g} s")
-    if isinstance(failure, openai.APIConnectionError | anthropic.APIConnectionError):
+    if isinstance(failure, sdk.APIConnectionError):
         # A server that is down or restarting: its side failed, so worth another try.
         cause = failure.__cause__ or failure
         return Attempt("server_error", error=f"cannot reach {where}: {cause}")
-    if not isinstance(failure, openai.APIStatusError | anthropic.APIStatusError):
+    if not isinstance(failure, sdk.APIStatusError):
         return Attempt("error", error=redact(f"bad reply from {where}: {failure}"))
     code = failure.status_code
     message = f"HTTP {code} from {config.label}: {_server_message(failure)}"

@@ -20,7 +20,7 @@ from evolve.llm.conversation import AssistantTurn, ToolResults, Turn
 from evolve.mutators.agent_tools import TOOLS, AgentServices, Toolbox
 from evolve.mutators.base import MutationError, MutationRequest, Proposal
 from evolve.mutators.edits import EditError
-from evolve.mutators.llm import model_clients, no_reply, pick_client
+from evolve.mutators.llm import ModelClients, no_reply
 from evolve.mutators.prompt import PromptContext, build_prompt
 from evolve.program import Program
 from evolve.task import LLMSpec
@@ -62,10 +62,10 @@ class Agent:
         self.context = context
         self.templates = templates
         self.services = services
-        self.clients = model_clients(llm)
+        self.clients = ModelClients(llm)
 
     def propose(self, request: MutationRequest) -> Proposal:
-        client = pick_client(self.clients, request)
+        client = self.clients.pick(request)
         extra = {"max_turns": str(self.params.max_turns)}
         system, user = build_prompt(
             "agent",

@@ -54,10 +54,10 @@ class LLMEditor:
         self.llm = llm
         self.context = context
         self.templates = templates
-        self.clients = model_clients(llm)
+        self.clients = ModelClients(llm)
 
     def propose(self, request: MutationRequest) -> Proposal:
-        client = pick_client(self.clients, request)
+        client = self.clients.pick(request)
         parent = request.parent
         if self.name == "crossover" and not request.others:
             raise MutationError("crossover needs a second parent; the island has only one")
@@ -133,32 +133,45 @@ def no_reply(who: str, attempts: Sequence[LLMCall], calls: Sequence[LLMCall]) ->
     return MutationError(f"{who}: no usable reply from the model ({statuses})", calls, outcome)
 
 
-def model_clients(llm: LLMSpec) -> list[tuple[LLMClient, float]]:
-    """A client per configured model, with its weight."""
-    from evolve.llm.client import LLMClient  # the SDKs load only where models are used
+class ModelClients:
+    """A client per configured model, with its weight, built on the first request.
 
-    prices = {label: Price(**p.model_dump()) for label, p in llm.prices.items()}
-    return [
-        (
-            LLMClient(
-                model_config(m), timeout_s=llm.timeout_s, max_attempts=llm.max_attempts,
-                prices=prices,
-            ),
-            m.weight,
-        )
-        for m in llm.models
-    ]  # fmt: skip
+    Mutators are made in the driver and run in the proposal workers. Building the clients
+    there, not here, keeps the SDKs (over a second to import) out of the driver's start-up:
+    the driver only pickles the mutator."""
 
+    def __init__(self, llm: LLMSpec) -> None:
+        self.llm = llm
+        self._built: list[tuple[LLMClient, float]] | None = None
 
-def pick_client(clients: list[tuple[LLMClient, float]], request: MutationRequest) -> LLMClient:
-    """The model the engine's bandit chose for this request, else one drawn by weight."""
-    if request.model is not None:
-        for client, _ in clients:
-            if client.config.label == request.model:
-                return client
-        raise MutationError(f"no configured model is labelled {request.model!r}")
-    rng = random.Random(request.seed)
-    return rng.choices([c for c, _ in clients], [w for _, w in clients])[0]
+    def pick(self, request: MutationRequest) -> LLMClient:
+        """The model the engine's bandit chose for this request, else one drawn by weight."""
+        clients = self._clients()
+        if request.model is not None:
+            for client, _ in clients:
+                if client.config.label == request.model:
+                    return client
+            raise MutationError(f"no configured model is labelled {request.model!r}")
+        rng = random.Random(request.seed)
+        return rng.choices([c for c, _ in clients], [w for _, w in clients])[0]
+
+    def _clients(self) -> list[tuple[LLMClient, float]]:
+        if self._built is None:
+            from evolve.llm.client import LLMClient  # the SDKs load only where models are used
+
+            llm = self.llm
+            prices = {label: Price(**p.model_dump()) for label, p in llm.prices.items()}
+            self._built = [
+                (
+                    LLMClient(
+                        model_config(m), timeout_s=llm.timeout_s,
+                        max_attempts=llm.max_attempts, prices=prices,
+                    ),
+                    m.weight,
+                )
+                for m in llm.models
+            ]  # fmt: skip
+        return self._built
 
 
 def key_names(llm: LLMSpec | None) -> list[str]:

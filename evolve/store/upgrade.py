@@ -1,0 +1,28 @@
+"""Bringing a database's schema to head with Alembic, from the migrations beside this file.
+
+Only a database that is new or behind needs this (evolve/store/database.py), so Alembic,
+with the Mako templates it loads, stays out of every process that opens a current one.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+# Alembic runs env.py through module-level proxies (alembic.context, alembic.op), so two
+# upgrades in one process at once would trample each other's state.
+_UPGRADE_LOCK = threading.Lock()
+
+
+def upgrade(connection: Connection) -> None:
+    """Every migration not yet applied, inside the caller's transaction."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with _UPGRADE_LOCK:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")

@@ -1,0 +1,48 @@
+"""A local Ray instance runs only what a run talks to (evolve/lean_ray.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import ray
+from ray._private.node import Node
+
+from evolve.lean_ray import LEFT_OUT
+
+
+def descendants_commands(root: int) -> list[str]:
+    """The command lines of every process under `root`, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    commands, stack = [], list(children.get(root, []))
+    while stack:
+        pid = stack.pop()
+        stack += children.get(pid, [])
+        try:
+            commands.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return commands
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_local_instance_leaves_out_the_monitors_and_the_dashboard_and_still_runs_tasks() -> None:
+    @ray.remote(num_cpus=0)
+    def answer() -> int:
+        return 42
+
+    assert ray.get(answer.remote(), timeout=60) == 42
+    commands = descendants_commands(os.getpid())
+    assert any("gcs_server" in c for c in commands) and any("raylet" in c for c in commands)
+    for left_out in ("autoscaler/_private/monitor.py", "log_monitor.py", "dashboard/dashboard.py"):
+        assert not any(left_out in c for c in commands), (left_out, commands)
+    # Ray's own methods are back once the start is over.
+    assert all(getattr(Node, name).__name__ == name for name in LEFT_OUT)
