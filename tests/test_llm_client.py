@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -315,6 +316,24 @@ def test_the_client_pickles_without_its_sdk_or_key_and_works_after(
     assert ANTHROPIC_KEY.encode() not in data
     assert ask(clone).text == "after"
     assert server.requests[1].api_key == ANTHROPIC_KEY
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_copies_of_a_client_on_many_threads_share_one_sdk_and_each_gets_its_own_reply(
+    server: ScriptedLLMServer, model: str
+) -> None:
+    """As a proposal worker's threads do: each has its own copy of the mutators."""
+    server.default = lambda body: Reply("echo: " + prompt_text(body).rsplit("\n", 1)[-1])
+    copies = [pickle.loads(pickle.dumps(LLMClient(parse_model(model)))) for _ in range(8)]
+
+    def asks(n: int) -> list[str | None]:
+        return [ask(copies[n], f"thread {n} ask {i}").text for i in range(5)]
+
+    with ThreadPoolExecutor(len(copies)) as pool:
+        answers = list(pool.map(asks, range(len(copies))))
+
+    assert answers == [[f"echo: thread {n} ask {i}" for i in range(5)] for n in range(8)]
+    assert len({id(copy._sdk) for copy in copies}) == 1
 
 
 @pytest.mark.parametrize(
