@@ -4,10 +4,12 @@ evaluator runs nothing, so that everything measured is the framework's.
 
 Every reply is a diff that adds one line to the parent's block, so every proposal makes a
 new candidate. Figures come from outside the driver: throughput per window from the
-store's evaluation times, start-up as the time from the command to the seed's evaluation,
-peak memory as the summed RSS of the command's process tree (Ray's processes included),
-sampled every 0.2 s. A second run puts a `--latency` second delay on every reply and
-reports slot efficiency: candidates per second over (model requests in flight / latency).
+store's evaluation times, start-up as the time from the command to the first child's
+evaluation, peak memory as the summed RSS of the command's process tree (Ray's processes
+included), sampled every 0.2 s. The same start-up and memory figures follow for a run with
+no model (the autotuner alone), the smallest a user starts. A last run puts a `--latency`
+second delay on every reply and reports slot efficiency: candidates per second over
+(model requests in flight / latency).
 
 With `--openevolve PYTHON` (the interpreter of an environment where OpenEvolve is
 installed, whose `openevolve-run` sits beside it) the same workload runs through OpenEvolve
@@ -96,6 +98,29 @@ def write_task(folder: Path, url: str, candidates: int, concurrency: int) -> Pat
               timeout_s: 30
               concurrency: {concurrency}
               finisher_share: 0
+            """
+        )
+    )
+    return task
+
+
+def write_offline_task(folder: Path, candidates: int) -> Path:
+    """The same seed and evaluator with the autotuner alone: no model, so no proposal
+    worker and no service host, the smallest run there is."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "seed.py").write_text(SEED)
+    task = folder / "task.yaml"
+    task.write_text(
+        textwrap.dedent(
+            f"""\
+            name: offline
+            seed: seed.py
+            evaluator: {{name: synthetic, params: {{target: 1000000}}}}
+            objectives: [{{name: distance, direction: minimize}}]
+            budget: {{candidates: {candidates + 1}}}
+            sandbox: {{backend: process}}
+            mutators:
+              - name: autotuner
             """
         )
     )
@@ -261,6 +286,15 @@ def main() -> None:
             if window in peer:
                 ratio = statistics.median(values) / statistics.median(peer[window])
                 say(f"  evolve / OpenEvolve, candidates {window[0]}-{window[1]}: {ratio:.2f}x")
+    offline = []
+    for _ in range(args.repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            task = write_offline_task(Path(tmp) / "task", args.candidates)
+            offline.append(run_evolve(Path(tmp), task, args.workers))
+    say(f"no model (the autotuner alone), {args.workers} workers, {args.candidates} candidates:")
+    startups = [run["finished"][0] - run["started"] for run in offline]
+    say(f"  start-up (command to the first child evaluated): {spread(startups, '.1f')} s")
+    say(f"  peak RSS of the process tree: {spread([r['peak'] / 2**20 for r in offline], '.0f')} MB")
     slow = NewLineModel(args.latency)
     with tempfile.TemporaryDirectory() as tmp, ScriptedLLMServer(default=slow) as server:
         folder = Path(tmp)
