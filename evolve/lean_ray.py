@@ -11,6 +11,10 @@ Together they held about 250 MB of RSS. Left out, a local start took 1.3 s inste
 has no switch for them, so the methods of Ray's `Node` that start them do nothing while
 this module starts an instance. Those are Ray internals: a Ray that lacks one of them
 starts everything, as before.
+
+The API server is left out only where the dashboard's dependencies are missing (`pip
+install ray`, as evolve installs it). With `ray[default]`, the dashboard agent loads
+modules that wait for the API server's address, and would retry for it forever.
 """
 
 from __future__ import annotations
@@ -22,18 +26,28 @@ from typing import Any
 
 try:
     from ray._private.node import Node
-except ImportError:  # a Ray that moved it
+    from ray._private.utils import get_dashboard_dependency_error
+except ImportError:  # a Ray that moved them
     Node = None
+    get_dashboard_dependency_error = None
 
 log = logging.getLogger("evolve.lean_ray")
 
-LEFT_OUT = ("start_monitor", "start_log_monitor", "start_api_server")
+ALWAYS_LEFT_OUT = ("start_monitor", "start_log_monitor")
+API_SERVER = "start_api_server"
+
+
+def left_out() -> tuple[str, ...]:
+    """The `Node` methods that do nothing during a lean start, with this Ray."""
+    minimal = get_dashboard_dependency_error is not None and get_dashboard_dependency_error()
+    return (*ALWAYS_LEFT_OUT, API_SERVER) if minimal else ALWAYS_LEFT_OUT
 
 
 @contextmanager
 def lean_start() -> Iterator[None]:
     """For the length of one local `ray.init`: the processes above are not started."""
-    originals: dict[str, Any] = {name: getattr(Node, name, None) for name in LEFT_OUT}
+    names = left_out()
+    originals: dict[str, Any] = {name: getattr(Node, name, None) for name in names}
     if Node is None or None in originals.values():
         log.info("this Ray's node lacks the expected start-up steps: all its processes start")
         yield
@@ -42,7 +56,7 @@ def lean_start() -> Iterator[None]:
     def skipped(self: object, *args: object, **kwargs: object) -> None:
         """Starts nothing."""
 
-    for name in LEFT_OUT:
+    for name in names:
         setattr(Node, name, skipped)
     try:
         yield

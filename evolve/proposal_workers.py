@@ -4,9 +4,10 @@ once on threads, not a Ray task (and a worker process) per proposal.
 A proposal spends its time waiting on a model's HTTP reply. A task per proposal paid for
 that wait with a process per request in flight (about 150 MB each with the SDKs loaded),
 a fresh deserialised mutator and a new HTTP connection every time. An actor keeps its
-mutators, so each thread's model clients keep their connections from one proposal to
-the next. Each thread has copies of its own: the mutators were written for one proposal at
-a time (an agent's evaluator, a client's lazily opened SDK), and copies share nothing.
+mutators, and its threads share one SDK client per endpoint and key, whose connections
+last from one proposal to the next (evolve/llm/client.py). Each thread has copies of the
+mutators of its own: they were written for one proposal at a time (an agent's evaluator),
+and copies share no state.
 
 The actors take no CPU slot, so a slow model never holds an evaluation slot idle, and
 Ray restarts one that dies (its proposals in flight come back as lost, and are settled
@@ -53,7 +54,7 @@ class ProposalWorker:
         first proposal."""
         self.pickled = mutators
         self.local = threading.local()
-        self.ledger = services
+        self.host = services
         self.circuits = SharedCircuits(services) if services is not None else None
         preload(providers)
 
@@ -65,7 +66,7 @@ class ProposalWorker:
             mine = self.local.mutators = pickle.loads(self.pickled)
         hooks = CallHooks(proposal_id)
         if model_made:
-            hooks = CallHooks(proposal_id, sink=self.ledger, gate=self.circuits)
+            hooks = CallHooks(proposal_id, sink=self.host, gate=self.circuits)
         return make_proposal(mine[name], request, keys, hooks)
 
 

@@ -9,7 +9,8 @@ import pytest
 import ray
 from ray._private.node import Node
 
-from evolve.lean_ray import LEFT_OUT
+from evolve import lean_ray
+from evolve.lean_ray import left_out
 
 
 def descendants_commands(root: int) -> list[str]:
@@ -42,7 +43,17 @@ def test_a_local_instance_leaves_out_the_monitors_and_the_dashboard_and_still_ru
     assert ray.get(answer.remote(), timeout=60) == 42
     commands = descendants_commands(os.getpid())
     assert any("gcs_server" in c for c in commands) and any("raylet" in c for c in commands)
-    for left_out in ("autoscaler/_private/monitor.py", "log_monitor.py", "dashboard/dashboard.py"):
-        assert not any(left_out in c for c in commands), (left_out, commands)
+    for script in ("autoscaler/_private/monitor.py", "log_monitor.py", "dashboard/dashboard.py"):
+        assert not any(script in c for c in commands), (script, commands)
     # Ray's own methods are back once the start is over.
-    assert all(getattr(Node, name).__name__ == name for name in LEFT_OUT)
+    assert all(getattr(Node, name).__name__ == name for name in left_out())
+
+
+def test_the_api_server_is_left_out_only_where_no_dashboard_module_would_wait_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # This environment has Ray without the dashboard's dependencies, as evolve installs it.
+    assert "start_api_server" in left_out()
+    # With ray[default], the agent's modules wait for the API server: it must start.
+    monkeypatch.setattr(lean_ray, "get_dashboard_dependency_error", lambda: None)
+    assert left_out() == ("start_monitor", "start_log_monitor")

@@ -28,8 +28,8 @@ FLUSH_TIMEOUT_S = 30.0
 @dataclass(frozen=True)
 class CallHooks:
     """`sink` is an actor with record(proposal_id, call), which writes the call to the store
-    at once (evolve/ledger_writer.py); `gate` is this process's view of the run's provider
-    circuits (evolve/llm/circuit.py). Either may be None."""
+    at once (the run's service host, evolve/service_host.py); `gate` is this process's
+    view of the run's provider circuits (evolve/llm/circuit.py). Either may be None."""
 
     proposal_id: int | None = None
     sink: Any = None

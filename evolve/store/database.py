@@ -109,6 +109,8 @@ def _engine(url: URL) -> Engine:
 
 
 def _stored_revision(connection: Connection) -> str | None:
+    """The revision Alembic last wrote, None in a new database. `has_table` looks where an
+    unqualified name resolves (PostgreSQL's search_path), as Alembic does."""
     if not inspect(connection).has_table("alembic_version"):
         return None
     return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
@@ -127,13 +129,14 @@ class Database:
         self._writers: sessionmaker[Session] = sessionmaker(self._writer, expire_on_commit=False)
         # The connection of the open turn and the thread that opened it (see `turn`).
         self._turn: tuple[int, Connection] | None = None
-        with self._writer.begin() as connection:
-            if _stored_revision(connection) != SCHEMA_HEAD:
-                # Alembic loads only for a database that is new or behind: 0.2 s and 12 MB
-                # that every other process opening the store is spared.
-                from evolve.store.upgrade import upgrade
+        with self._engine.begin() as connection:
+            current = _stored_revision(connection) == SCHEMA_HEAD
+        if not current:
+            # Alembic loads only for a database that is new or behind: 0.2 s and 12 MB
+            # that every other process opening the store is spared.
+            from evolve.store.upgrade import upgrade_to_head
 
-                upgrade(connection)
+            upgrade_to_head(self._writer)
 
     @contextmanager
     def turn(self) -> Iterator[None]:

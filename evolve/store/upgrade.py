@@ -11,7 +11,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection
+from sqlalchemy import Engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 # Alembic runs env.py through module-level proxies (alembic.context, alembic.op), so two
@@ -19,10 +19,11 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 _UPGRADE_LOCK = threading.Lock()
 
 
-def upgrade(connection: Connection) -> None:
-    """Every migration not yet applied, inside the caller's transaction."""
+def upgrade_to_head(writer: Engine) -> None:
+    """Every migration not yet applied, in one transaction of the store's writer (which, on
+    SQLite, begins IMMEDIATE: another process upgrading at once waits, then finds head)."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
-    with _UPGRADE_LOCK:
+    with _UPGRADE_LOCK, writer.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
