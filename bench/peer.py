@@ -75,54 +75,39 @@ class NewLineModel:
         return Stall(self.latency_s, reply) if self.latency_s else reply
 
 
-def write_task(folder: Path, url: str, candidates: int, concurrency: int) -> Path:
-    """`candidates` children of the seed, made by a model."""
+def write_task(folder: Path, candidates: int, url: str | None = None, concurrency: int = 8) -> Path:
+    """`candidates` children of the seed, made by the model at `url`; without one, by the
+    autotuner alone: no proposal worker and no service host, the smallest run there is."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "seed.py").write_text(SEED)
+    model = f"""\
+        search: {{islands: 4, migration_interval: 50}}
+        mutators:
+          - name: diff
+        llm:
+          models:
+            - {{model: scripted, base_url: "{url}"}}
+          timeout_s: 30
+          concurrency: {concurrency}
+          finisher_share: 0
+        """
+    alone = """\
+        mutators:
+          - name: autotuner
+        """
     task = folder / "task.yaml"
     task.write_text(
         textwrap.dedent(
             f"""\
-            name: peer
-            seed: seed.py
-            evaluator: {{name: synthetic, params: {{target: 1000000}}}}
-            objectives: [{{name: distance, direction: minimize}}]
-            search: {{islands: 4, migration_interval: 50}}
-            budget: {{candidates: {candidates + 1}}}
-            sandbox: {{backend: process}}
-            mutators:
-              - name: diff
-            llm:
-              models:
-                - {{model: scripted, base_url: "{url}"}}
-              timeout_s: 30
-              concurrency: {concurrency}
-              finisher_share: 0
-            """
-        )
-    )
-    return task
-
-
-def write_offline_task(folder: Path, candidates: int) -> Path:
-    """The same seed and evaluator with the autotuner alone: no model, so no proposal
-    worker and no service host, the smallest run there is."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "seed.py").write_text(SEED)
-    task = folder / "task.yaml"
-    task.write_text(
-        textwrap.dedent(
-            f"""\
-            name: offline
+            name: {"peer" if url else "offline"}
             seed: seed.py
             evaluator: {{name: synthetic, params: {{target: 1000000}}}}
             objectives: [{{name: distance, direction: minimize}}]
             budget: {{candidates: {candidates + 1}}}
             sandbox: {{backend: process}}
-            mutators:
-              - name: autotuner
             """
         )
+        + textwrap.dedent(model if url else alone)
     )
     return task
 
@@ -269,7 +254,7 @@ def main() -> None:
             ScriptedLLMServer(default=NewLineModel()) as server,
         ):
             folder = Path(tmp)
-            task = write_task(folder / "task", server.openai_url, args.candidates, args.concurrency)
+            task = write_task(folder / "task", args.candidates, server.openai_url, args.concurrency)
             ours.append(run_evolve(folder, task, args.workers))
             if args.openevolve:
                 theirs.append(
@@ -289,7 +274,7 @@ def main() -> None:
     offline = []
     for _ in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp:
-            task = write_offline_task(Path(tmp) / "task", args.candidates)
+            task = write_task(Path(tmp) / "task", args.candidates)
             offline.append(run_evolve(Path(tmp), task, args.workers))
     say(f"no model (the autotuner alone), {args.workers} workers, {args.candidates} candidates:")
     startups = [run["finished"][0] - run["started"] for run in offline]
@@ -299,7 +284,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, ScriptedLLMServer(default=slow) as server:
         folder = Path(tmp)
         budget = 10 * (args.workers + args.concurrency)
-        task = write_task(folder / "task", server.openai_url, budget, args.concurrency)
+        task = write_task(folder / "task", budget, server.openai_url, args.concurrency)
         finished = run_evolve(folder, task, args.workers)["finished"]
         # From the first request to the last child evaluated: every child waited a reply.
         assert slow.first_asked is not None

@@ -202,3 +202,21 @@ def wait_for_driver(
         assert driver.poll() is None, log.read_text()
         assert time.monotonic() < deadline, f"{what}:\n{log.read_text()}"
         time.sleep(0.2)
+
+
+def descendants(root: int) -> set[int]:
+    """Every process under `root`, read from /proc."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat.rpartition(") ")[2].split()[1])
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found

@@ -24,7 +24,7 @@ from evolve.processes import ProcessId, start_time
 from evolve.store import Store
 from sandboxes import docker_available
 from sandboxes.docker import LABEL, OWNER_PID
-from tests.conftest import SYNTHETIC_SEED
+from tests.conftest import SYNTHETIC_SEED, descendants
 
 EVOLVE = [sys.executable, "-m", "evolve"]
 MARKER = f"7{os.getpid() % 1000:03d}.25"  # how long a candidate sleeps: unique to this test run
@@ -98,17 +98,7 @@ def _sleepers() -> list[ProcessId]:
 
 
 def _descendants(root: int) -> list[ProcessId]:
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        with contextlib.suppress(OSError):
-            if entry.isdigit():
-                stat = Path(f"/proc/{entry}/stat").read_text()
-                parents[int(entry)] = int(stat.rpartition(") ")[2].split()[1])
-    found: set[int] = set()
-    frontier = {root}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
-        found |= frontier
+    found = descendants(root)
     return [ProcessId("", pid, started) for pid in found if (started := start_time(pid))]
 
 

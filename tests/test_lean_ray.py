@@ -11,22 +11,13 @@ from ray._private.node import Node
 
 from evolve import lean_ray
 from evolve.lean_ray import left_out
+from tests.conftest import descendants
 
 
 def descendants_commands(root: int) -> list[str]:
-    """The command lines of every process under `root`, read from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
-    commands, stack = [], list(children.get(root, []))
-    while stack:
-        pid = stack.pop()
-        stack += children.get(pid, [])
+    """The command lines of every process under `root`."""
+    commands = []
+    for pid in descendants(root):
         try:
             commands.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
         except OSError:

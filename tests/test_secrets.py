@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evolve.secrets import Keys, is_secret, lookup, secret_names, withheld
-from tests.conftest import write_matmul_task
+from tests.conftest import descendants, write_matmul_task
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, prompt_text
 
 KEY_VAR = "EVOLVE_FAKE_CREDENTIAL"  # named by the task alone: no rule would call it a secret
@@ -164,7 +164,7 @@ def _watch_environments(driver: subprocess.Popen[str]) -> tuple[set[int], set[in
     ray_seen: set[int] = set()
     deadline = time.monotonic() + 400
     while driver.poll() is None and time.monotonic() < deadline:
-        for pid in _descendants(driver.pid) | {driver.pid}:
+        for pid in descendants(driver.pid) | {driver.pid}:
             try:
                 environ = Path(f"/proc/{pid}/environ").read_bytes()
                 title = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -176,23 +176,6 @@ def _watch_environments(driver: subprocess.Popen[str]) -> tuple[set[int], set[in
                 ray_seen.add(pid)
         time.sleep(0.2)
     return holders, ray_seen
-
-
-def _descendants(root: int) -> set[int]:
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry)] = int(stat.rpartition(") ")[2].split()[1])
-    found: set[int] = set()
-    frontier = {root}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
 
 
 def _store_holds(db: Path, secret: str) -> bool:
