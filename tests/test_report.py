@@ -595,20 +595,26 @@ def test_a_long_tracebacks_reason_is_its_exception_not_a_frame(
     assert reason(failure) == "RecursionError: deep"
 
 
-def test_a_best_without_counters_says_why_in_its_evaluators_words(tmp_path: Path) -> None:
-    store = Store(default_url(tmp_path))
-    seed = plant(store, TASK)
-    counted = {"instructions": Counter(1.2e8, "cachegrind")}
-    _evaluate(store, seed, {"distance": 97.0, "knob_sum": 3.0}, counters=counted)
-    best = store.add_candidate(
+def _tuned(store: Store, seed: CandidateRecord, a: int) -> CandidateRecord:
+    """A child of the seed with its knob A set to `a`, not evaluated yet."""
+    child = store.add_candidate(
         RUN,
-        Program({"seed.py": SYNTHETIC_SEED.replace("A = 1", "A = 99")}),
+        Program({"seed.py": SYNTHETIC_SEED.replace("A = 1", f"A = {a}")}),
         parent_ids=[seed.id],
         island=0,
         generation=1,
         mutation={"operator": "tune"},
     )
-    assert best is not None
+    assert child is not None
+    return child
+
+
+def test_a_best_without_counters_says_why_in_its_evaluators_words(tmp_path: Path) -> None:
+    store = Store(default_url(tmp_path))
+    seed = plant(store, TASK)
+    counted = {"instructions": Counter(1.2e8, "cachegrind")}
+    _evaluate(store, seed, {"distance": 97.0, "knob_sum": 3.0}, counters=counted)
+    best = _tuned(store, seed, 99)
     refused = "no counters: valgrind cannot decode some instructions"
     stages = [
         StageResult("check", True, 0.01, metrics={"distance": 0.0, "knob_sum": 100.0}),
@@ -630,15 +636,7 @@ def test_the_report_names_the_runs_champion_not_an_unverified_top_score(tmp_path
     store = Store(default_url(tmp_path))
     seed = plant(store, TASK)
     _evaluate(store, seed, {"distance": 97.0, "knob_sum": 3.0}, kind="remeasure")
-    lucky = store.add_candidate(
-        RUN,
-        Program({"seed.py": SYNTHETIC_SEED.replace("A = 1", "A = 77")}),
-        parent_ids=[seed.id],
-        island=0,
-        generation=1,
-        mutation={"operator": "tune"},
-    )
-    assert lucky is not None
+    lucky = _tuned(store, seed, 77)
     _evaluate(store, lucky, {"distance": 0.0, "knob_sum": 100.0})  # measured once
     page = write_report(store, RUN, tmp_path / "report.html").read_text()
     summary = page[page.index('class="muted"') :]
