@@ -77,7 +77,7 @@ class NewLineModel:
 
 def write_task(folder: Path, candidates: int, url: str | None = None, concurrency: int = 8) -> Path:
     """`candidates` children of the seed, made by the model at `url`; without one, by the
-    autotuner alone: no proposal worker and no service host, the smallest run there is."""
+    autotuner alone: no proposal worker, the smallest run there is."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "seed.py").write_text(SEED)
     model = f"""\

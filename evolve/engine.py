@@ -42,7 +42,7 @@ from evolve.scoring import score
 from evolve.search import make_strategy
 from evolve.search.bandit import improvement_reward
 from evolve.search.placement import placement, stored_placements
-from evolve.services import open_services
+from evolve.services import plan_services
 from evolve.store import CandidateRecord, RunRecord, Store
 from evolve.taskfile import LoadedTask
 from evolve.watchdog import Watchdog, evaluation_deadline
@@ -99,7 +99,7 @@ class Engine:
         mutators, self.reader = make_mutators(
             task, evaluator, store_url=store.url, run_name=run.name
         )
-        self.services = open_services(self.spec, store.url)
+        self.services = plan_services(self.spec, store.url)
         # Proposals kept in flight: enough that no evaluation slot waits for one; model
         # calls are slow, so they get slots of their own on top.
         self.slots = self.pool.size + (self.spec.llm.concurrency if self.spec.llm else 0)
@@ -153,7 +153,6 @@ class Engine:
                 self.budgets.flush_wall(force=True)
             self.pool.stop()
             self.proposer.close()
-            self.services.close()
             if mine:
                 # Proposals cut off by a wall-time stop or Ctrl-C: closed now, with the calls
                 # they stored, so the ledger and the bandit's arms agree without a resume.

@@ -2,9 +2,10 @@
 
 Proposals run in actors, possibly on other machines, and a model call is paid for whether
 or not its proposal ever reports back: a driver killed mid-proposal must not lose it. So
-each call goes straight to the run's service host (evolve/service_host.py), which lives on
-the driver's node (where a SQLite store is), and this writer stores it in its own short
-transaction. The engine settles the proposal later; the writer writes nothing else.
+each call goes straight to the proposal worker that hosts the run's services
+(evolve/service_host.py), on the driver's node (where a SQLite store is), and this writer
+stores it in its own short transaction. The engine settles the proposal later; the writer
+writes nothing else.
 """
 
 from __future__ import annotations

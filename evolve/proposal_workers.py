@@ -11,9 +11,10 @@ and copies share no state.
 
 The actors take no CPU slot, so a slow model never holds an evaluation slot idle, and
 Ray restarts one that dies (its proposals in flight come back as lost, and are settled
-so). They end with the run. Each is handed the run's service host (its ledger writer and
-circuits) once, when it starts: an actor handle sent with every proposal cost a
-deserialisation each time.
+so). They end with the run. The first one hosts the run's services, its ledger writer and
+circuits (evolve/service_host.py), on the driver's node, which outlives every worker and
+holds a SQLite store; the others are handed it once, when they start: an actor handle sent
+with every proposal cost a deserialisation each time.
 """
 
 from __future__ import annotations
@@ -27,13 +28,17 @@ from typing import TYPE_CHECKING
 import ray
 from ray import cloudpickle
 from ray.actor import ActorHandle
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from evolve.llm.circuit import SharedCircuits
+from evolve.llm import LLMCall
+from evolve.llm.circuit import SharedCircuits, State
 from evolve.llm.client import preload
 from evolve.llm.config import Provider
-from evolve.llm.hooks import CallHooks
+from evolve.llm.hooks import CallHooks, CallSink
+from evolve.llm.records import Status
 from evolve.mutators import MutationRequest, Mutator, Proposal
 from evolve.secrets import Keys
+from evolve.service_host import HostedServices, RemoteLedger, ServicePlan
 from evolve.workers import MutationFailed, make_proposal
 
 if TYPE_CHECKING:  # the store it starts is the driver's; these actors never load it
@@ -42,20 +47,29 @@ if TYPE_CHECKING:  # the store it starts is the driver's; these actors never loa
 THREADS = 32  # proposals one actor works on at once
 
 
-@ray.remote(num_cpus=0, max_restarts=-1)
+@ray.remote(num_cpus=0, max_restarts=-1, concurrency_groups={"ledger": 1, "circuits": 1})
 class ProposalWorker:
     def __init__(
-        self, mutators: bytes, services: ActorHandle | None, providers: Sequence[Provider]
+        self,
+        mutators: bytes,
+        services: ServicePlan | ActorHandle | None,
+        providers: Sequence[Provider],
     ) -> None:
-        """`mutators` pickled, unpickled once per thread; `services` is the run's service
-        host (evolve/service_host.py), which a model proposal's calls report to;
-        `providers`, those of the task's models, whose SDKs (a second or more each) load
-        now, while the evaluation workers set up and the seed is evaluated, and not on the
-        first proposal."""
+        """`mutators` pickled, unpickled once per thread; `services`, what this worker
+        opens if it hosts the run's services, or the worker that does; `providers`, those
+        of the task's models, whose SDKs (a second or more each) load now, while the
+        evaluation workers set up and the seed is evaluated, and not on the first
+        proposal."""
         self.pickled = mutators
         self.local = threading.local()
-        self.host = services
-        self.circuits = SharedCircuits(services) if services is not None else None
+        self.hosted: HostedServices | None = None
+        self.sink: CallSink | None = None
+        self.circuits: SharedCircuits | None = None
+        if isinstance(services, ServicePlan):
+            self.hosted = services.open()
+            self.sink, self.circuits = self.hosted, self.hosted.shared_circuits()
+        elif services is not None:
+            self.sink, self.circuits = RemoteLedger(services), SharedCircuits.reaching(services)
         preload(providers)
 
     def propose(
@@ -66,13 +80,57 @@ class ProposalWorker:
             mine = self.local.mutators = pickle.loads(self.pickled)
         hooks = CallHooks(proposal_id)
         if model_made:
-            hooks = CallHooks(proposal_id, sink=self.host, gate=self.circuits)
+            hooks = CallHooks(proposal_id, sink=self.sink, gate=self.circuits)
         return make_proposal(mine[name], request, keys, hooks)
+
+    # The hosted services, for the other proposal workers and the driver. Each part has a
+    # thread of its own, beside the proposals' threads.
+
+    @ray.method(concurrency_group="ledger")
+    def record(self, proposal_id: int, call: LLMCall) -> None:
+        self._hosted().record(proposal_id, call)
+
+    @ray.method(concurrency_group="ledger")
+    def drained(self) -> None:
+        """Answers once every write queued before it is done."""
+        self._hosted().drained()
+
+    @ray.method(concurrency_group="circuits")
+    def ask(self, key: str) -> tuple[float, State]:
+        return self._hosted().ask(key)
+
+    @ray.method(concurrency_group="circuits")
+    def report(self, key: str, status: Status, retry_after: float | None = None) -> None:
+        self._hosted().report(key, status, retry_after)
+
+    @ray.method(concurrency_group="circuits")
+    def status(self) -> dict[str, str]:
+        return self._hosted().status()
+
+    def _hosted(self) -> HostedServices:
+        if self.hosted is None:
+            raise RuntimeError("this proposal worker hosts no services")
+        return self.hosted
+
+
+NO_MUTATORS = cloudpickle.dumps({})
+
+
+def start_worker(
+    mutators: bytes, services: ServicePlan | ActorHandle | None, providers: Sequence[Provider]
+) -> ActorHandle:
+    """A proposal worker (see ProposalWorker); one that hosts the run's services runs on
+    this, the driver's, node."""
+    options: dict[str, object] = {"max_concurrency": THREADS}
+    if isinstance(services, ServicePlan):
+        here = ray.get_runtime_context().get_node_id()
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=here, soft=False)
+    return ProposalWorker.options(**options).remote(mutators, services, providers)  # type: ignore[attr-defined]
 
 
 class ProposalWorkers:
     """Enough actors for `in_flight` proposals at once, each proposal sent to the one with
-    the fewest in flight."""
+    the fewest in flight. In a run with models, the first hosts the run's services."""
 
     def __init__(
         self,
@@ -92,12 +150,16 @@ class ProposalWorkers:
     def start(self) -> None:
         """Ask Ray for the actors, without waiting: they start while the seed is evaluated,
         not after it. A run whose proposals are all made in the driver needs none."""
-        if not self.actors and self.wanted:
-            worker = ProposalWorker.options(max_concurrency=THREADS)  # type: ignore[attr-defined]
-            host = self.services.host
-            self.actors = [
-                worker.remote(self.pickled, host, self.providers) for _ in range(self.count)
-            ]
+        if self.actors or not self.wanted:
+            return
+        plan = self.services.plan
+        first = start_worker(self.pickled, plan, self.providers)
+        if plan is not None:
+            self.services.host = first
+        others = first if plan is not None else None
+        self.actors = [first] + [
+            start_worker(self.pickled, others, self.providers) for _ in range(self.count - 1)
+        ]
 
     def submit(
         self, name: str, request: MutationRequest, keys: Keys, proposal_id: int, model_made: bool
@@ -116,7 +178,9 @@ class ProposalWorkers:
         self.busy.pop(ref, None)
 
     def close(self) -> None:
-        """Proposals still running are abandoned with their actors."""
+        """Proposals still running are abandoned with their actors, once the ledger has
+        written the calls it was sent."""
+        self.services.drain()
         for actor in self.actors:
             ray.kill(actor)
         self.actors, self.busy = [], {}

@@ -1,58 +1,85 @@
-"""The one process that holds a run's services: the ledger writer (evolve/ledger_writer.py)
-and the per-provider circuits (evolve/llm/circuit.py).
+"""A run's services: the ledger writer (evolve/ledger_writer.py) and the per-provider circuits
+(evolve/llm/circuit.py), held by the first proposal worker (evolve/proposal_workers.py).
 
-Each was an actor of its own, and so a Ray worker process of its own: about 90 MB each, and
-a second of start-up apiece, which Ray runs at most one per CPU at a time, ahead of the
-proposal workers that need them. Here both live in one actor, in two concurrency groups of
-one thread each: a slow write never holds up a circuit's answer, and each part still takes
-its calls one at a time, in the order they came (which `drained` relies on).
+They were an actor of their own, and so a Ray worker process of their own: about 110 MB, a
+second of start-up on the way to the first proposal, and a Ray call per model call from the
+proposal worker that made it, about a sixth of that worker's CPU with a fast model. Now the
+proposal worker that hosts them stores its own calls and asks its own circuits directly;
+the others, which a run with many proposals in flight adds, reach them through Ray.
+
+Each part takes its callers one at a time behind a lock of its own, so a slow write never
+holds up a circuit's answer.
 """
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
+
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from evolve.ledger_writer import LedgerWriter
 from evolve.llm import LLMCall
-from evolve.llm.circuit import BASE_S, CAP_S, ProviderCircuits, State
+from evolve.llm.circuit import BASE_S, CAP_S, ProviderCircuits, SharedCircuits, State
 from evolve.llm.records import Status
 
 
-@ray.remote(num_cpus=0, concurrency_groups={"ledger": 1, "circuits": 1})
-class ServiceHost:
-    """A model call's `sink` and its circuits' actor (evolve/llm/hooks.py) at once."""
+@dataclass(frozen=True)
+class ServicePlan:
+    """What the hosting proposal worker opens: the store its ledger writes to, and how its
+    circuits back off."""
 
-    def __init__(self, url: str, base_s: float, cap_s: float) -> None:
-        self.ledger = LedgerWriter(url)
-        self.circuits = ProviderCircuits(base_s, cap_s)
+    store_url: str
+    base_s: float = BASE_S
+    cap_s: float = CAP_S
 
-    @ray.method(concurrency_group="ledger")
+    def open(self) -> HostedServices:
+        circuits = ProviderCircuits(self.base_s, self.cap_s)
+        return HostedServices(LedgerWriter(self.store_url), circuits)
+
+
+class HostedServices:
+    """The services inside the process that hosts them; its threads share them."""
+
+    def __init__(self, ledger: LedgerWriter, circuits: ProviderCircuits) -> None:
+        self.ledger, self.circuits = ledger, circuits
+        self._writing, self._deciding = threading.Lock(), threading.Lock()
+
     def record(self, proposal_id: int, call: LLMCall) -> None:
-        self.ledger.record(proposal_id, call)
+        with self._writing:
+            self.ledger.record(proposal_id, call)
 
-    @ray.method(concurrency_group="ledger")
+    def send(self, proposal_id: int, call: LLMCall) -> None:
+        """As a call's sink (evolve/llm/hooks.py): written before this returns."""
+        self.record(proposal_id, call)
+
     def drained(self) -> None:
-        """Answers once every write queued before it is done."""
+        """Returns once the write under way, if any, is done."""
+        with self._writing:
+            pass
 
-    @ray.method(concurrency_group="circuits")
     def ask(self, key: str) -> tuple[float, State]:
-        return self.circuits.ask(key)
+        with self._deciding:
+            return self.circuits.ask(key)
 
-    @ray.method(concurrency_group="circuits")
     def report(self, key: str, status: Status, retry_after: float | None = None) -> None:
-        self.circuits.report(key, status, retry_after)
+        with self._deciding:
+            self.circuits.report(key, status, retry_after)
 
-    @ray.method(concurrency_group="circuits")
     def status(self) -> dict[str, str]:
-        return self.circuits.status()
+        with self._deciding:
+            return self.circuits.status()
+
+    def shared_circuits(self) -> SharedCircuits:
+        return SharedCircuits(self.ask, self.report)
 
 
-def start_service_host(
-    url: str, base_s: float = BASE_S, cap_s: float = CAP_S
-) -> ray.actor.ActorHandle:
-    """On this (the driver's) node, which outlives every worker, and holds a SQLite store."""
-    here = ray.get_runtime_context().get_node_id()
-    return ServiceHost.options(  # type: ignore[attr-defined]
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False)
-    ).remote(url, base_s, cap_s)
+@dataclass(frozen=True)
+class RemoteLedger:
+    """A call's sink in a proposal worker that does not host the services: each call goes
+    to the host's `record`, which the proposal waits for before it returns."""
+
+    host: ray.actor.ActorHandle
+
+    def send(self, proposal_id: int, call: LLMCall) -> ray.ObjectRef:
+        return self.host.record.remote(proposal_id, call)

@@ -1,7 +1,7 @@
 """The driver's side of the run's services, which model proposals reach wherever on the
 cluster they run: the ledger writer (every model call stored as it completes) and the
-per-provider circuits (one backoff shared by every worker), both in one actor on the
-driver's node (evolve/service_host.py)."""
+per-provider circuits (one backoff shared by every worker), both in the first proposal
+worker, on the driver's node (evolve/service_host.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import ray
 from ray.actor import ActorHandle
 from ray.exceptions import RayError
 
-from evolve.service_host import start_service_host
+from evolve.service_host import ServicePlan
 from evolve.task import TaskSpec
 
 STATUS_EVERY_S = 1.0  # how often the board asks the circuits how they stand
@@ -22,8 +22,12 @@ log = logging.getLogger("evolve.services")
 
 
 class RunServices:
-    def __init__(self, host: ActorHandle | None) -> None:
-        self.host = host
+    """`plan`: what the hosting proposal worker opens, None for a run without models;
+    `host`: that worker, once it is asked for (evolve/proposal_workers.py)."""
+
+    def __init__(self, plan: ServicePlan | None) -> None:
+        self.plan = plan
+        self.host: ActorHandle | None = None
         self._asking: ray.ObjectRef | None = None
         self._asked_at = 0.0
         self._line = ""
@@ -44,20 +48,17 @@ class RunServices:
             self._asked_at = time.monotonic()
         return self._line
 
-    def close(self) -> None:
-        """The ledger writer first finishes the writes queued before this call: each is a
-        call that was paid for."""
+    def drain(self) -> None:
+        """Before the host is stopped, the ledger writer finishes the writes it was sent:
+        each is a call that was paid for."""
         if self.host is None:
             return
         try:
             ray.get(self.host.drained.remote(), timeout=DRAIN_TIMEOUT_S)
         except RayError:
             log.exception("the ledger writer did not confirm its last writes")
-        ray.kill(self.host)
 
 
-def open_services(spec: TaskSpec, store_url: str) -> RunServices:
-    """Only model calls travel through these; a task without models starts no host."""
-    if spec.llm is None:
-        return RunServices(None)
-    return RunServices(start_service_host(store_url))
+def plan_services(spec: TaskSpec, store_url: str) -> RunServices:
+    """Only model calls travel through these; a task without models hosts none."""
+    return RunServices(None if spec.llm is None else ServicePlan(store_url))

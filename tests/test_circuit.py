@@ -1,6 +1,6 @@
-"""The run's circuit per provider: the pure state machine on a fake clock, then the run's
-service host actor shared by concurrent proposal tasks, with real SDKs against a scripted
-server in a 429 storm."""
+"""The run's circuit per provider: the pure state machine on a fake clock, then the
+circuits of the proposal worker that hosts them, shared by concurrent proposal tasks, with
+real SDKs against a scripted server in a 429 storm."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from evolve.llm.circuit import (
 from evolve.llm.client import LLMClient
 from evolve.llm.hooks import CallHooks, hooked
 from evolve.llm.records import LLMCall
-from evolve.service_host import start_service_host
+from evolve.proposal_workers import NO_MUTATORS, start_worker
+from evolve.service_host import RemoteLedger, ServicePlan
 from tests.fakes.llm_server import Fail, Reply, ScriptedLLMServer
 
 
@@ -205,13 +206,14 @@ class Storm:
 @pytest.mark.usefixtures("ray_session")
 def test_workers_share_one_circuit_so_a_storm_costs_probes_not_a_stream(tmp_path: Path) -> None:
     workers, storm = 4, Storm(seconds=3.0)
-    circuits = start_service_host(f"sqlite:///{tmp_path / 'e.db'}", base_s=0.5)
+    plan = ServicePlan(f"sqlite:///{tmp_path / 'e.db'}", base_s=0.5)
+    circuits = start_worker(NO_MUTATORS, plan, ())
     ledger = Ledger.remote()  # type: ignore[attr-defined]
-    shared = SharedCircuits(circuits)  # each task unpickles a view of its own
+    shared = SharedCircuits.reaching(circuits)  # each task unpickles a view of its own
     began = time.time()
     with ScriptedLLMServer(default=storm) as server:
         refs = [
-            propose.remote(server.openai_url, CallHooks(number, ledger, shared))
+            propose.remote(server.openai_url, CallHooks(number, RemoteLedger(ledger), shared))
             for number in range(workers)
         ]
         seen: list[dict[str, str]] = []
@@ -244,8 +246,10 @@ def test_workers_share_one_circuit_so_a_storm_costs_probes_not_a_stream(tmp_path
 def test_a_process_trusts_closed_for_a_while_and_reports_only_what_moves_the_circuit(
     tmp_path: Path,
 ) -> None:
-    circuits = start_service_host(f"sqlite:///{tmp_path / 'e.db'}", base_s=0.2, cap_s=0.2)
-    here, elsewhere = SharedCircuits(circuits, trust_s=60.0), SharedCircuits(circuits)
+    plan = ServicePlan(f"sqlite:///{tmp_path / 'e.db'}", base_s=0.2, cap_s=0.2)
+    circuits = start_worker(NO_MUTATORS, plan, ())
+    here = SharedCircuits.reaching(circuits, trust_s=60.0)
+    elsewhere = SharedCircuits.reaching(circuits)
     slept: list[float] = []
 
     def sleep(seconds: float) -> None:

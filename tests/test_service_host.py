@@ -1,20 +1,30 @@
-"""The run's service host: the ledger writer and the circuits share one actor process, and
-neither holds the other up."""
+"""The run's services, hosted by the first proposal worker: the ledger writer and the
+circuits answer other processes from threads of their own, and neither holds the other
+up."""
 
 from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import ray
+from ray import cloudpickle
 
 from evolve.llm import LLMCall
+from evolve.llm.client import LLMClient
+from evolve.llm.config import parse_model
+from evolve.mutators import MutationError, MutationRequest, Parent, Proposal
 from evolve.program import Program
-from evolve.service_host import start_service_host
+from evolve.proposal_workers import NO_MUTATORS, start_worker
+from evolve.secrets import Keys
+from evolve.service_host import ServicePlan
 from evolve.store import Store
 from tests.conftest import SYNTHETIC_SEED
+from tests.fakes.llm_server import Reply, ScriptedLLMServer
 
 RUN = "hosted"
 
@@ -26,7 +36,7 @@ def test_a_write_held_up_by_a_locked_store_holds_up_no_circuit_answer(tmp_path: 
     store.create_run(RUN, task_path="t", task_yaml="", seed=0, settings={})
     seed = store.plant_seed(RUN, Program({"s.py": SYNTHETIC_SEED}))
     proposal = store.open_proposal(RUN, operator="diff", parent_ids=[seed.id], island=0)
-    host = start_service_host(store.url)
+    host = start_worker(NO_MUTATORS, ServicePlan(store.url), ())
     ray.get(host.drained.remote(), timeout=60)  # started, with its store open
     call = LLMCall("openai", "m", "p", "r", 10, 5, 0.01, 0.1, "ok", started_at=time.time())
 
@@ -46,3 +56,47 @@ def test_a_write_held_up_by_a_locked_store_holds_up_no_circuit_answer(tmp_path: 
         blocker.close()
     ray.get([write, drained], timeout=30)
     assert [c.status for c in store.proposal_calls(proposal)] == ["ok"]
+
+
+class AskThenGiveUp:
+    """A mutator that asks the model twice and then fails: its calls reach the store only
+    through the ledger, never through a settlement."""
+
+    name = "asker"
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        self.url = params["url"]
+
+    def propose(self, request: MutationRequest) -> Proposal:
+        client = LLMClient(parse_model({"model": "scripted", "base_url": self.url}))
+        calls = [
+            call
+            for _ in range(2)
+            for call in client.complete(
+                "sys", [{"role": "user", "content": "go"}], max_tokens=9
+            ).calls
+        ]
+        raise MutationError("gave up", calls)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_worker_that_does_not_host_the_services_streams_its_calls_to_the_one_that_does(
+    tmp_path: Path,
+) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'e.db'}")
+    store.create_run(RUN, task_path="t", task_yaml="", seed=0, settings={})
+    seed = store.plant_seed(RUN, Program({"s.py": SYNTHETIC_SEED}))
+    proposal = store.open_proposal(RUN, operator="asker", parent_ids=[seed.id], island=0)
+    with ScriptedLLMServer(default=Reply("no")) as server:
+        mutators = cloudpickle.dumps({"asker": AskThenGiveUp({"url": server.openai_url})})
+        host = start_worker(NO_MUTATORS, ServicePlan(store.url), ())
+        other = start_worker(mutators, host, ())
+        request = MutationRequest(Parent(seed.id, seed.program, None), (), seed=1)
+        failed = ray.get(
+            other.propose.remote("asker", request, Keys({}), proposal, True), timeout=60
+        )
+    assert failed.reason == "gave up" and len(failed.calls) == 2
+    # Nobody settled the proposal: both calls are in the store because the host wrote
+    # them, before the proposal returned.
+    stored = store.proposal_calls(proposal)
+    assert sorted(c.call_id for c in stored) == sorted(c.call_id for c in failed.calls)

@@ -8,14 +8,14 @@ exponentially with jitter. When it is over, exactly one request goes through as 
 opens it again for longer.
 
 `Circuit` is the pure state machine (a clock and a random source are injected, for tests);
-`ProviderCircuits` holds one per provider for all of a run's workers, in the run's service
-host actor (evolve/service_host.py);
-`SharedCircuits` is a process's side of that actor, and `Gate` one provider's part of it,
-which a client asks and tells.
+`ProviderCircuits` holds one per provider for all of a run's workers, in the proposal worker
+that hosts the run's services (evolve/service_host.py);
+`SharedCircuits` is a process's side of them, and `Gate` one provider's part of it, which a
+client asks and tells.
 
-Asking the actor before every request cost a round trip per model call, the largest part
+Asking the host before every request cost a round trip per model call, the largest part
 of a call's own cost with a fast model. So a process that hears "closed" sends without
-asking for the next TRUST_S, and tells the actor only what can change its state: the
+asking for the next TRUST_S, and tells the host only what can change its state: the
 failures that trip it, and how a request sent while it was not closed (a probe) ended. A
 process that sees a trip stops trusting at once; the others hear of it within TRUST_S.
 """
@@ -169,11 +169,25 @@ class ProviderCircuits:
 
 
 class SharedCircuits:
-    """One process's view of the run's circuits actor; its threads share it."""
+    """One process's view of the run's circuits; its threads share it. `ask` and `tell`
+    reach the circuits: through Ray from any process (`reaching`), or directly in the
+    process that hosts them."""
 
-    def __init__(self, actor: ray.actor.ActorHandle, trust_s: float = TRUST_S) -> None:
-        self.actor, self.trust_s = actor, trust_s
+    def __init__(
+        self,
+        ask: Callable[[str], tuple[float, State]],
+        tell: Callable[[str, Status, float | None], object],
+        trust_s: float = TRUST_S,
+    ) -> None:
+        self.ask, self.tell, self.trust_s = ask, tell, trust_s
         self._closed_until: dict[str, float] = {}  # provider key: until when to trust it
+
+    @classmethod
+    def reaching(cls, host: ray.actor.ActorHandle, trust_s: float = TRUST_S) -> SharedCircuits:
+        """Through the hosting actor's `ask` and `report`. Reports are not waited on: an
+        actor runs one caller's calls in order, so this process's next question already
+        sees them."""
+        return cls(lambda key: ray.get(host.ask.remote(key)), host.report.remote, trust_s)
 
     def admit(self, key: str, sleep: Callable[[float], None]) -> bool:
         """Return when a request may go; True if its outcome must be reported, because
@@ -182,7 +196,7 @@ class SharedCircuits:
         if time.monotonic() < self._closed_until.get(key, 0.0):
             return False
         while True:
-            wait, state = ray.get(self.actor.ask.remote(key))
+            wait, state = self.ask(key)
             if wait <= 0:
                 break
             sleep(wait)
@@ -192,13 +206,12 @@ class SharedCircuits:
         return True
 
     def report(self, key: str, status: Status, retry_after: float | None, *, probe: bool) -> None:
-        """Not waited on: an actor runs one caller's calls in order, so this process's next
-        question already sees it. A request let through on trust that succeeded tells the
-        actor nothing it does not know."""
+        """A request let through on trust that succeeded tells the circuits nothing they do
+        not know."""
         if status in TRIPS:
             self._closed_until.pop(key, None)
         if probe or status in TRIPS:
-            self.actor.report.remote(key, status, retry_after)
+            self.tell(key, status, retry_after)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 import ray
 
@@ -25,14 +25,22 @@ log = logging.getLogger("evolve.llm.hooks")
 FLUSH_TIMEOUT_S = 30.0
 
 
+class CallSink(Protocol):
+    """Where a completed call is stored at once: the run's ledger writer, in the proposal
+    worker that hosts the run's services (evolve/service_host.py)."""
+
+    def send(self, proposal_id: int, call: LLMCall) -> ray.ObjectRef | None:
+        """The write to wait for before the proposal returns; None once written."""
+        ...
+
+
 @dataclass(frozen=True)
 class CallHooks:
-    """`sink` is an actor with record(proposal_id, call), which writes the call to the store
-    at once (the run's service host, evolve/service_host.py); `gate` is this process's
-    view of the run's provider circuits (evolve/llm/circuit.py). Either may be None."""
+    """`sink` stores each call; `gate` is this process's view of the run's provider
+    circuits (evolve/llm/circuit.py). Either may be None."""
 
     proposal_id: int | None = None
-    sink: Any = None
+    sink: CallSink | None = None
     gate: SharedCircuits | None = None
 
 
@@ -70,8 +78,11 @@ def _flush(writes: list[ray.ObjectRef]) -> None:
 
 
 def report_call(call: LLMCall) -> None:
-    """Send one completed attempt to the ledger, without waiting for the write."""
+    """Send one completed attempt to the ledger; a write through Ray is waited for only
+    when the proposal ends."""
     hooks, writes = _current.get(), _pending.get()
-    if hooks is None or hooks.sink is None or writes is None:
+    if hooks is None or hooks.sink is None or hooks.proposal_id is None or writes is None:
         return
-    writes.append(hooks.sink.record.remote(hooks.proposal_id, call))
+    write = hooks.sink.send(hooks.proposal_id, call)
+    if write is not None:
+        writes.append(write)

@@ -207,6 +207,9 @@ class _HTTPServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
+    # Connections stay open between requests, as a provider's do: with HTTP/1.0 each
+    # request paid for a new connection, on the client and here.
+    protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:
         api = _PATHS.get(self.path)
@@ -222,6 +225,7 @@ class _Handler(BaseHTTPRequestHandler):
         answer, number = owner._take(self._request(api, body))
         if isinstance(answer, Stall):
             if owner._stopping.wait(answer.seconds):
+                self.close_connection = True  # unanswered: the client sees it drop
                 return
             answer = answer.then
         status, payload, headers = _render(api, answer, str(body.get("model", "")), number)
