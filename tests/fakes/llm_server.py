@@ -208,8 +208,11 @@ class _HTTPServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
     # Connections stay open between requests, as a provider's do: with HTTP/1.0 each
-    # request paid for a new connection, on the client and here.
+    # request paid for a new connection, on the client and here. A reply's headers and
+    # body are two writes, so Nagle's algorithm is off: on a kept connection it held the
+    # body back until the client's delayed ACK, tens of milliseconds.
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
 
     def do_POST(self) -> None:
         api = _PATHS.get(self.path)
