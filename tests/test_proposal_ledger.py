@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,43 @@ def test_a_proposal_groups_its_streamed_calls_and_settles_once(tmp_path: Path) -
     recent = store.recent_attempts(seed.id, 2)
     assert [p.id for p in recent] == [killed, dropped]
     assert store.recent_attempts(seed.id, 5)[-1].child_status == "pending"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_settlement_that_lacks_a_streamed_call_still_counts_and_links_it(
+    tmp_path: Path, backend: str
+) -> None:
+    """The settling driver reads the models from the calls it was handed only when they
+    are all the proposal stored: here the ledger holds one more, from another model."""
+    with contextlib.ExitStack() as stack:
+        url = f"sqlite:///{tmp_path / 'ledger.db'}"
+        if backend == "postgresql":
+            url = stack.enter_context(postgres_schema())
+        _settle_short_of_the_ledger(stack.enter_context(Store(url)))
+
+
+def _settle_short_of_the_ledger(store: Store) -> None:
+    store.create_run(RUN, task_path="t", task_yaml="", seed=0, settings={})
+    seed = store.plant_seed(RUN, Program({"s.py": SYNTHETIC_SEED}))
+    made = store.open_proposal(RUN, operator="diff", parent_ids=[seed.id], island=0)
+    streamed_only = replace(call(), model="other")
+    handed = call()
+    store.add_proposal_call(made, streamed_only)
+    store.add_proposal_call(made, handed)
+    child = store.add_candidate(
+        RUN,
+        Program({"s.py": SYNTHETIC_SEED.replace("A = 1 ", "A = 9 ")}),
+        parent_ids=[seed.id],
+        island=0,
+        generation=1,
+        mutation={"operator": "diff"},
+        settlement=Settlement(made, "candidate", [handed]),
+    )
+    assert child is not None
+    row = {p.id: p for p in store.proposals(RUN)}[made]
+    assert row.calls == 2 and row.cost_usd == pytest.approx(2 * CALL_USD)
+    assert row.models == ("openai-compatible:other", "openai-compatible:scripted")
+    assert [c.candidate_id for c in store.proposal_calls(made)] == [child.id, child.id]
 
 
 class Playbook:

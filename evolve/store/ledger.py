@@ -104,15 +104,17 @@ def insert_calls(
     calls: Sequence[LLMCallRecordable],
     *,
     proposal_id: int,
+    child_id: int | None = None,
 ) -> int:
-    """The calls not stored yet, under their proposal; how many were new (exact for one
+    """The calls not stored yet, under their proposal, and with `child_id` each linked to
+    the proposal's child, stored before or not; how many rows were written (exact for one
     call, which is one statement, not a batch)."""
     if not calls:
         return 0
     rows = [
         {
             "run_name": run_name,
-            "candidate_id": None,
+            "candidate_id": child_id,
             "proposal_id": proposal_id,
             "call_id": call.call_id,
             "provider": call.provider,
@@ -132,4 +134,8 @@ def insert_calls(
         }
         for call in calls
     ]
-    return connection.execute(statements.add_calls(connection.dialect.name), rows).rowcount
+    dialect = connection.dialect.name
+    adding = (
+        statements.add_calls(dialect) if child_id is None else statements.add_linked_calls(dialect)
+    )
+    return connection.execute(adding, rows).rowcount

@@ -202,21 +202,39 @@ def settle(
     row = connection.execute(statements.CLOSE_PROPOSAL, values).one_or_none()
     if row is None:
         raise KeyError(f"no proposal with id {proposal_id}")
-    insert_calls(connection, row.run_name, row.operator, settlement.calls, proposal_id=proposal_id)
-    calls, cost_usd = _total(connection, proposal_id)
-    if calls and candidate_id is not None:
+    insert_calls(
+        connection,
+        row.run_name,
+        row.operator,
+        settlement.calls,
+        proposal_id=proposal_id,
+        child_id=candidate_id,
+    )
+    calls, cost_usd, whole = _total(connection, proposal_id, settlement.calls)
+    if calls and not whole and candidate_id is not None:
         linking = {"of_proposal": proposal_id, "child_id": candidate_id}
         connection.execute(statements.LINK_CALLS, linking)
     if row.arm is not None:
         charge_arm(connection, row.run_name, row.arm, pulls=1, cost_usd=cost_usd)
 
 
-def _total(connection: Connection, proposal_id: int) -> tuple[int, float]:
+def _total(
+    connection: Connection, proposal_id: int, known: Sequence[LLMCallRecordable] = ()
+) -> tuple[int, float, bool]:
     """The proposal's calls, cost, tokens and models, from the calls stored under it; its
-    (calls, cost)."""
+    (calls, cost), and whether `known` (calls the caller has just stored under it) are all
+    of them. They usually are: then the models come from them, and the totals take one
+    statement instead of three."""
     of_proposal = {"proposal_id": proposal_id}
+    ids = {call.call_id for call in known}
+    if known and None not in ids and len(ids) == len(known):
+        models = sorted({f"{call.provider}:{call.model}" for call in known})
+        values = {**of_proposal, "model_names": models}
+        calls, cost_usd = connection.execute(statements.TOTAL_PROPOSAL_WITH_MODELS, values).one()
+        if calls == len(known):
+            return int(calls), float(cost_usd), True
     calls, cost_usd = connection.execute(statements.TOTAL_PROPOSAL, of_proposal).one()
     if calls:
         models = sorted(connection.scalars(statements.PROPOSAL_MODELS, of_proposal))
         connection.execute(statements.SET_MODELS, {**of_proposal, "model_names": models})
-    return int(calls), float(cost_usd)
+    return int(calls), float(cost_usd), False

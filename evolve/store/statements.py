@@ -44,6 +44,15 @@ def add_calls(dialect: str) -> Insert:
 
 
 @cache
+def add_linked_calls(dialect: str) -> Insert:
+    """The same for a proposal that made a child: a call stored first is linked to it."""
+    adding = _dialect_insert(dialect, CALLS)
+    return adding.on_conflict_do_update(
+        index_elements=["call_id"], set_={"candidate_id": adding.excluded.candidate_id}
+    )
+
+
+@cache
 def charge_arm(dialect: str) -> Insert:
     """Adds to an arm's pulls, reward and cost, creating its row the first time the run
     pulls it; the upsert holds the row's lock for the rest of the transaction."""
@@ -132,18 +141,27 @@ CLOSE_PROPOSAL = (
 _OF_PROPOSAL = CALLS.c.proposal_id == bindparam("proposal_id")
 # A statement of its own, after the proposal's row is locked, so that it sees a call the
 # ledger writer committed while this transaction waited for the lock.
+_TOTALS = {
+    "calls": select(func.count()).where(_OF_PROPOSAL).scalar_subquery(),
+    "cost_usd": select(func.coalesce(func.sum(CALLS.c.cost_usd), 0.0))
+    .where(_OF_PROPOSAL)
+    .scalar_subquery(),
+    "tokens": select(func.coalesce(func.sum(CALLS.c.input_tokens + CALLS.c.output_tokens), 0))
+    .where(_OF_PROPOSAL)
+    .scalar_subquery(),
+}
 TOTAL_PROPOSAL = (
     update(PROPOSALS)
     .where(PROPOSALS.c.id == bindparam("proposal_id"))
-    .values(
-        calls=select(func.count()).where(_OF_PROPOSAL).scalar_subquery(),
-        cost_usd=select(func.coalesce(func.sum(CALLS.c.cost_usd), 0.0))
-        .where(_OF_PROPOSAL)
-        .scalar_subquery(),
-        tokens=select(func.coalesce(func.sum(CALLS.c.input_tokens + CALLS.c.output_tokens), 0))
-        .where(_OF_PROPOSAL)
-        .scalar_subquery(),
-    )
+    .values(**_TOTALS)
+    .returning(PROPOSALS.c.calls, PROPOSALS.c.cost_usd)
+)
+# The same, with the models the settling driver read from the calls it was handed: right
+# whenever those are all the calls stored, which the count it returns tells.
+TOTAL_PROPOSAL_WITH_MODELS = (
+    update(PROPOSALS)
+    .where(PROPOSALS.c.id == bindparam("proposal_id"))
+    .values(**_TOTALS, models=bindparam("model_names", type_=PROPOSALS.c.models.type))
     .returning(PROPOSALS.c.calls, PROPOSALS.c.cost_usd)
 )
 PROPOSAL_MODELS = select(CALLS.c.provider + ":" + CALLS.c.model).where(_OF_PROPOSAL).distinct()
