@@ -30,6 +30,7 @@ from sqlalchemy.engine import make_url
 from evolve import cluster
 from evolve.engine import Engine
 from evolve.events import Event, Snapshot
+from evolve.llm import LLMCall
 from evolve.program import Program
 from evolve.results import EvalResult, StageResult
 from evolve.search import Islands
@@ -82,8 +83,9 @@ def prefill(store: Store, run: str, count: int) -> None:
 
 
 def time_store(store: Store, run: str, rounds: int = 300) -> float:
-    """Seconds per candidate for the store calls the engine makes for one new candidate of
-    a model (open its proposal, add it, record its evaluation, read it back), each in its
+    """Seconds per candidate for the store calls made for one new candidate of a model (open
+    its proposal, store its model call as the ledger writer does, add the candidate and
+    settle the proposal with the call, record its evaluation, read it back), each in its
     own transaction: the engine's turns batch them, so this is the worst case."""
     result = EvalResult.from_stages([StageResult("check", True, 0.0, metrics={"distance": 1.0})])
     tag = uuid.uuid4().hex[:8]
@@ -91,6 +93,8 @@ def time_store(store: Store, run: str, rounds: int = 300) -> float:
     for i in range(rounds):
         program = Program({"seed.py": SEED.replace("A = 1 ", f"A = 99999 # {tag} {i}")})
         proposal = store.open_proposal(run, operator="bench", parent_ids=[1], island=0)
+        call = LLMCall("openai", "m", "prompt", "reply", 100, 20, 0.001, 0.1, "ok", started_at=1.0)
+        store.add_proposal_call(proposal, call)
         child = store.add_candidate(
             run,
             program,
@@ -98,7 +102,7 @@ def time_store(store: Store, run: str, rounds: int = 300) -> float:
             island=0,
             generation=1,
             mutation={"operator": "bench"},
-            settlement=Settlement(proposal, "candidate"),
+            settlement=Settlement(proposal, "candidate", [call]),
         )
         assert child is not None
         store.record_evaluation(
