@@ -41,7 +41,7 @@ from evolve.secrets import Keys
 from evolve.service_host import HostedServices, RemoteLedger, ServicePlan
 from evolve.workers import MutationFailed, make_proposal
 
-if TYPE_CHECKING:  # the store it starts is the driver's; these actors never load it
+if TYPE_CHECKING:  # the driver's side of the services, which these actors never use
     from evolve.services import RunServices
 
 THREADS = 32  # proposals one actor works on at once

@@ -25,7 +25,7 @@ from evolve.digest import run_digest
 from evolve.engine import Engine
 from evolve.llm import LLMCall
 from evolve.program import Program
-from evolve.store import Settlement, Store
+from evolve.store import CandidateRecord, Settlement, Store
 from evolve.taskfile import load_task, make_evaluator
 from tests.conftest import SYNTHETIC_SEED, postgres_schema
 from tests.fakes.llm_server import (
@@ -59,6 +59,19 @@ def call(cost: float = CALL_USD, status: str = "ok") -> LLMCall:
     )
 
 
+def add_child(store: Store, seed_id: int, settlement: Settlement) -> CandidateRecord | None:
+    """The seed's child with A = 9, made by the settled proposal."""
+    return store.add_candidate(
+        RUN,
+        Program({"s.py": SYNTHETIC_SEED.replace("A = 1 ", "A = 9 ")}),
+        parent_ids=[seed_id],
+        island=0,
+        generation=1,
+        mutation={"operator": "diff"},
+        settlement=settlement,
+    )
+
+
 def test_a_proposal_groups_its_streamed_calls_and_settles_once(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'ledger.db'}")
     store.create_run(RUN, task_path="t", task_yaml="", seed=0, settings={})
@@ -71,14 +84,8 @@ def test_a_proposal_groups_its_streamed_calls_and_settles_once(tmp_path: Path) -
     store.add_proposal_call(made, first)  # delivered twice: stored once
     store.add_proposal_call(killed, call())
 
-    child = store.add_candidate(
-        RUN,
-        Program({"s.py": SYNTHETIC_SEED.replace("A = 1 ", "A = 9 ")}),
-        parent_ids=[seed.id],
-        island=0,
-        generation=1,
-        mutation={"operator": "diff"},
-        settlement=Settlement(made, "candidate", [first, second], summary="A 1 -> 9"),
+    child = add_child(
+        store, seed.id, Settlement(made, "candidate", [first, second], summary="A 1 -> 9")
     )
     assert child is not None
     store.settle_proposal(Settlement(dropped, "unparseable_after_repair", [third], detail="x"))
@@ -127,15 +134,7 @@ def _settle_short_of_the_ledger(store: Store) -> None:
     handed = call()
     store.add_proposal_call(made, streamed_only)
     store.add_proposal_call(made, handed)
-    child = store.add_candidate(
-        RUN,
-        Program({"s.py": SYNTHETIC_SEED.replace("A = 1 ", "A = 9 ")}),
-        parent_ids=[seed.id],
-        island=0,
-        generation=1,
-        mutation={"operator": "diff"},
-        settlement=Settlement(made, "candidate", [handed]),
-    )
+    child = add_child(store, seed.id, Settlement(made, "candidate", [handed]))
     assert child is not None
     row = {p.id: p for p in store.proposals(RUN)}[made]
     assert row.calls == 2 and row.cost_usd == pytest.approx(2 * CALL_USD)

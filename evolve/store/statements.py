@@ -139,8 +139,6 @@ CLOSE_PROPOSAL = (
     .returning(PROPOSALS.c.run_name, PROPOSALS.c.operator, PROPOSALS.c.arm)
 )
 _OF_PROPOSAL = CALLS.c.proposal_id == bindparam("proposal_id")
-# A statement of its own, after the proposal's row is locked, so that it sees a call the
-# ledger writer committed while this transaction waited for the lock.
 _TOTALS = {
     "calls": select(func.count()).where(_OF_PROPOSAL).scalar_subquery(),
     "cost_usd": select(func.coalesce(func.sum(CALLS.c.cost_usd), 0.0))
@@ -150,6 +148,8 @@ _TOTALS = {
     .where(_OF_PROPOSAL)
     .scalar_subquery(),
 }
+# A statement of its own, after the proposal's row is locked, so that it sees a call the
+# ledger writer committed while this transaction waited for the lock.
 TOTAL_PROPOSAL = (
     update(PROPOSALS)
     .where(PROPOSALS.c.id == bindparam("proposal_id"))
