@@ -231,10 +231,11 @@ def _total(
         models = sorted({f"{call.provider}:{call.model}" for call in known})
         values = {**of_proposal, "model_names": models}
         calls, cost_usd = connection.execute(statements.TOTAL_PROPOSAL_WITH_MODELS, values).one()
-        if calls == len(known):
-            return int(calls), float(cost_usd), True
-    calls, cost_usd = connection.execute(statements.TOTAL_PROPOSAL, of_proposal).one()
-    if calls:
+        whole = calls == len(known)
+    else:
+        calls, cost_usd = connection.execute(statements.TOTAL_PROPOSAL, of_proposal).one()
+        whole = False
+    if calls and not whole:
         models = sorted(connection.scalars(statements.PROPOSAL_MODELS, of_proposal))
         connection.execute(statements.SET_MODELS, {**of_proposal, "model_names": models})
-    return int(calls), float(cost_usd), False
+    return int(calls), float(cost_usd), whole
