@@ -19,6 +19,7 @@ from evolve.mutators import LLM_OPERATORS, Proposal
 from evolve.mutators.change_summary import summarize_change
 from evolve.program import Program
 from evolve.proposal_outcomes import Outcome
+from evolve.recent_attempts import RecentAttempts
 from evolve.search.novelty import NoveltyIndex
 from evolve.store import CandidateRecord, Opening, Settlement, Store
 
@@ -48,9 +49,11 @@ class Admission:
         novelty: NoveltyIndex,
         budgets: Budgets,
         events: EventLog,
+        recent: RecentAttempts,
     ) -> None:
         self.store, self.run_name = store, run_name
         self.novelty, self.budgets, self.events = novelty, budgets, events
+        self.recent = recent  # every settlement is told, for later prompts on the parent
         # Every program of the run by its code hash, so that a duplicate (half of all
         # proposals, once an autotuned run has converged) costs no query to find.
         self.owners: dict[str, int] = {}
@@ -86,6 +89,9 @@ class Admission:
         if child is None:  # only another writer of this run could have added it meanwhile
             self.settle(job, "duplicate", proposal.calls, "the same program as another")
             return None
+        self.recent.settled(
+            job.parent.id, job.mutator, "candidate", summary=summary, child_id=child.id
+        )
         self.known(child.id, program)
         self.novelty.add(child.id, program)
         return child
@@ -102,6 +108,14 @@ class Admission:
         """A proposal that made no candidate, and why."""
         if outcome not in NOT_FRUITLESS:
             self.budgets.fruitless += 1
+        self.recent.settled(
+            job.parent.id,
+            job.mutator,
+            outcome,
+            summary=summary,
+            detail=detail,
+            nearest_id=nearest[0] if nearest else None,
+        )
         self.store.settle_proposal(
             Settlement(
                 job.proposal_id,

@@ -16,9 +16,10 @@ from evolve.candidate_cache import CandidateCache
 from evolve.digest import Outlines
 from evolve.mutators import Parent
 from evolve.mutators.base import PastAttempt
+from evolve.recent_attempts import RecentAttempts
 from evolve.search.novelty import NoveltyIndex
 from evolve.search.strategy import Pick, SearchStrategy
-from evolve.store import CandidateRecord, ProposalRecord, Store
+from evolve.store import CandidateRecord, Store
 from evolve.store.evaluations import scoring_evaluation
 from evolve.task import TaskSpec
 
@@ -37,10 +38,11 @@ class Briefing:
         candidates: CandidateCache,
         novelty: NoveltyIndex,
         budgets: Budgets,
+        recent: RecentAttempts,
     ) -> None:
         self.spec, self.store, self.run_name = spec, store, run_name
         self.strategy, self.candidates, self.novelty = strategy, candidates, novelty
-        self.budgets = budgets
+        self.budgets, self.recent = budgets, recent
         self.digest = ""
         self.digested_at = -1  # candidates in the run when the digest was last written
         self.outlines = Outlines(store, run_name)
@@ -68,10 +70,7 @@ class Briefing:
         return tuple(self.parent(self.candidates.get(i)) for i in taken)
 
     def attempts(self, parent_id: int) -> tuple[PastAttempt, ...]:
-        limit = self.spec.search.history
-        if not limit:
-            return ()
-        return tuple(_attempt(p) for p in self.store.recent_attempts(parent_id, limit))
+        return self.recent.of(parent_id)
 
     def run_digest(self, added: int) -> str:
         """The digest, rewritten once `search.digest_every` candidates have been added."""
@@ -102,24 +101,3 @@ class Briefing:
         if len(self.shown) > SHOWN_KEPT:
             self.shown.popitem(last=False)
         return parent
-
-
-def _attempt(proposal: ProposalRecord) -> PastAttempt:
-    outcome = proposal.outcome or "in_flight"
-    if outcome == "candidate":
-        outcome = proposal.child_status or "pending"
-    elif outcome == "too_similar" and proposal.nearest_id is not None:
-        outcome = f"too_similar to #{proposal.nearest_id}"
-    elif outcome == "duplicate" and proposal.nearest_id is not None:
-        outcome = f"duplicate of #{proposal.nearest_id}"
-    return PastAttempt(
-        operator=proposal.operator,
-        outcome=outcome,
-        summary=proposal.summary or _first_line(proposal.detail),
-        child_id=proposal.candidate_id,
-        score=proposal.child_score,
-    )
-
-
-def _first_line(text: str) -> str:
-    return (text.strip().splitlines() or [""])[0][:160]

@@ -208,6 +208,7 @@ class Engine:
         """A proposal's new candidate, queued for evaluation."""
         if child is not None:
             self.added += 1
+            self.candidates.remember(child)
             self.dispatch.add(Job(child, "evaluate"))
 
     def _out_of_time(self, overtime: float) -> str | None:
@@ -293,8 +294,10 @@ class Engine:
         review = self.champion.referee.review
         stepped = None if value is None else review(job.kind, job.candidate, result)
         reward = self._reward(job, value)
+        # The record as it stands now, not as the job saw it: another measurement of the
+        # same candidate may have been recorded since the job was made.
         candidate = self.store.record_evaluation(
-            job.candidate.id,
+            self.candidates.get(job.candidate.id),
             result,
             kind=job.kind,
             score=value,

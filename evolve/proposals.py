@@ -35,6 +35,7 @@ from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Mutator, 
 from evolve.mutators.llm import key_names, model_config
 from evolve.program import Program
 from evolve.proposal_workers import ProposalWorkers
+from evolve.recent_attempts import RecentAttempts
 from evolve.search.bandit import ArmStats, CostAwareBandit, arm_name, split_arm
 from evolve.search.novelty import NoveltyIndex
 from evolve.search.strategy import Pick, SearchStrategy
@@ -78,6 +79,7 @@ class Proposer:
         self.bandit = self._restore_bandit() if spec.llm and spec.llm.adaptive else None
         model_made = any(name in LLM_OPERATORS for name in self.mutators)
         self.novelty = NoveltyIndex(spec.search.novelty_threshold, needed=model_made)
+        recent = RecentAttempts(store, candidates, spec.search.history)
         self.briefing = Briefing(
             spec,
             store,
@@ -86,9 +88,10 @@ class Proposer:
             candidates=candidates,
             novelty=self.novelty,
             budgets=budgets,
+            recent=recent,
         )
         self.admission = Admission(
-            store, run_name, novelty=self.novelty, budgets=budgets, events=events
+            store, run_name, novelty=self.novelty, budgets=budgets, events=events, recent=recent
         )
         self.finisher = Autotuner({})
         self.in_flight: dict[ray.ObjectRef, MutationJob] = {}

@@ -26,6 +26,7 @@ from evolve import cluster
 from evolve.program import Program
 from evolve.results import EvalResult
 from evolve.sandbox import Sandbox
+from evolve.store import CandidateRecord, Store
 from sandboxes import DockerSandbox, ProcessSandbox, docker_available
 from sandboxes.isolation import detect
 
@@ -44,6 +45,13 @@ C = 1.0  # @knob float 0.1..20
 EVOLVE = [sys.executable, "-m", "evolve"]
 
 POSTGRES_URL = os.environ.get("EVOLVE_TEST_POSTGRES_URL")
+
+
+def store_record(store: Store, candidate_id: int) -> CandidateRecord:
+    """The candidate as the store holds it now: what `Store.record_evaluation` takes."""
+    record = store.candidate(candidate_id)
+    assert record is not None, f"no candidate #{candidate_id}"
+    return record
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from evolve.store import CandidateRecord, Store, default_url
 from evolve.task import ChampionSpec
 from evolve.taskfile import load_task, make_evaluator
 from evolve.ui.tables import candidate_view, leaderboard
-from tests.conftest import write_synthetic_task
+from tests.conftest import store_record, write_synthetic_task
 from tests.test_engine import Recorder, _run
 
 RUN = "r1"
@@ -60,7 +60,7 @@ def measure(
         feedback="[time] FLAGGED: beats the roofline" if flagged else "[time] fine",
     )
     return store.record_evaluation(
-        candidate.id,
+        store_record(store, candidate.id),
         result,
         kind=kind,
         score=score,
@@ -118,8 +118,8 @@ def test_a_big_step_flags_its_result_and_every_later_measurement(store: Store) -
     assert result.metrics["flagged"] == 1.0
     assert result.feedback == f"[time] 1 ms\n\nFLAGGED: {reason}"
     store.record_evaluation(
-        leap.id, result, kind="evaluate", score=1.0, input_seed=0, worker="w", started_at=0.0,
-        finished_at=1.0,
+        store_record(store, leap.id), result, kind="evaluate", score=1.0, input_seed=0,
+        worker="w", started_at=0.0, finished_at=1.0,
     )  # fmt: skip
     first = store.evaluations(leap.id)[0].id
 

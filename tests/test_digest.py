@@ -10,6 +10,7 @@ from evolve.mutators.prompt import PromptContext, build_prompt
 from evolve.program import Program
 from evolve.results import EvalResult, StageResult
 from evolve.store import Store, default_url
+from tests.conftest import store_record
 
 RUN = "run-1"
 
@@ -40,7 +41,7 @@ def failed(store: Store, candidate_id: int, stage: str, feedback: str) -> None:
 
 def record(store: Store, candidate_id: int, result: EvalResult, score: float | None) -> None:
     store.record_evaluation(
-        candidate_id,
+        store_record(store, candidate_id),
         result,
         kind="evaluate",
         score=score,

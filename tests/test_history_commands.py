@@ -29,7 +29,7 @@ from evolve.program import Program
 from evolve.results import Counter, EvalResult, StageResult
 from evolve.store import RunRecord, Settlement, Store
 from evolve.ui import watch
-from tests.conftest import postgres_schema
+from tests.conftest import postgres_schema, store_record
 
 DONE, DEAD, LIVE = "done-run", "dead-run", "live-run"
 PROMPT = 'Make it faster: π ≈ 3.14\n"quoted" and\ttabbed'
@@ -50,7 +50,7 @@ def passed(**metrics: float) -> EvalResult:
 
 def evaluate(store: Store, candidate_id: int, result: EvalResult, score: float | None) -> None:
     store.record_evaluation(
-        candidate_id,
+        store_record(store, candidate_id),
         result,
         kind="evaluate",
         score=score,

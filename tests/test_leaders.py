@@ -18,6 +18,7 @@ from evolve.results import EvalResult, StageResult
 from evolve.store import Store, default_url
 from evolve.ui import dashboard
 from evolve.ui.dashboard import Dashboard
+from tests.conftest import store_record
 
 RUN = "leaders"
 PASSED = EvalResult.from_stages([StageResult("measure", True, 0.1, metrics={"ns": 1.0})])
@@ -31,8 +32,8 @@ def program(n: int) -> Program:
 def record(store: Store, candidate_id: int, score: float | None) -> float | None:
     result = PASSED if score is not None else FAILED
     after = store.record_evaluation(
-        candidate_id, result, kind="evaluate", score=score, input_seed=0, worker="w",
-        started_at=0.0, finished_at=0.0,
+        store_record(store, candidate_id), result, kind="evaluate", score=score, input_seed=0,
+        worker="w", started_at=0.0, finished_at=0.0,
     )  # fmt: skip
     return after.score
 

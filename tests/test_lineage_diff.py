@@ -23,7 +23,7 @@ from evolve.program import Program
 from evolve.results import EvalResult, StageResult
 from evolve.store import Settlement, Store
 from evolve.store.schema import Candidate
-from tests.conftest import postgres_schema
+from tests.conftest import postgres_schema, store_record
 
 RUN = "sorter"
 TASK_YAML = """\
@@ -45,7 +45,7 @@ def measured(store: Store, candidate_id: int, runtime_s: float) -> None:
         [StageResult("measure", True, 0.1, metrics={"runtime_s": runtime_s})]
     )
     store.record_evaluation(
-        candidate_id,
+        store_record(store, candidate_id),
         result,
         kind="evaluate",
         score=-runtime_s,  # evolve/scoring.py's score of a minimized objective

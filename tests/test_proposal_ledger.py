@@ -21,10 +21,12 @@ from typing import Any
 
 import pytest
 
+from evolve.candidate_cache import CandidateCache
 from evolve.digest import run_digest
 from evolve.engine import Engine
 from evolve.llm import LLMCall
 from evolve.program import Program
+from evolve.recent_attempts import RecentAttempts
 from evolve.store import CandidateRecord, Settlement, Store
 from evolve.taskfile import load_task, make_evaluator
 from tests.conftest import SYNTHETIC_SEED, postgres_schema
@@ -250,8 +252,17 @@ def test_every_way_a_proposal_ends_is_in_the_ledger_and_in_later_prompts(
             assert proposal.nearest_id is not None and proposal.candidate_id is None
         if proposal.outcome == "candidate":
             assert proposal.summary and proposal.candidate_id is not None
-    # The digest the engine kept in memory is the one the store would give.
+    # The digest the engine kept in memory is the one the store would give, and so are
+    # the attempts it shows on each parent (as sets: memory keeps them in the order they
+    # were settled, the store in the order they were opened).
     assert engine.proposer.briefing.outlines.digest() == run_digest(store, RUN)
+    recent = engine.proposer.briefing.recent
+    assert recent.kept, "no prompt asked for a parent's attempts"
+    from_store = RecentAttempts(store, CandidateCache(store), limit=100)
+    for parent_id in list(recent.kept):
+        kept, stored = recent.of(parent_id), from_store.of(parent_id)
+        assert len(kept) == min(len(stored), recent.limit)
+        assert set(kept) <= set(stored)
     rejected = sum(p.outcome in ("too_similar", "duplicate") for p in proposals)
     evaluated = [e for e in store.run_evaluations(RUN) if e.kind == "evaluate"]
     assert store.count_candidates(RUN) == 7 and len(evaluated) == 7

@@ -35,7 +35,7 @@ from evolve.store import CandidateRecord, Settlement, Store, default_url
 from evolve.store.records import CandidateOutline, EvaluationOutline, FailedEvaluation
 from evolve.task import Objective
 from evolve.taskfile import load_task, make_evaluator
-from tests.conftest import SYNTHETIC_SEED, postgres_schema
+from tests.conftest import SYNTHETIC_SEED, postgres_schema, store_record
 
 RUN = "r1"
 TASK = """\
@@ -90,7 +90,7 @@ def _evaluate(
         result = failure
     result.sandbox = {"backend": "process", "node": NODE}
     return store.record_evaluation(
-        candidate.id,
+        store_record(store, candidate.id),
         result,
         kind=kind,
         score=score(result.metrics, OBJECTIVES) if result.ok else None,
@@ -623,8 +623,9 @@ def test_a_best_without_counters_says_why_in_its_evaluators_words(tmp_path: Path
     for kind in ("evaluate", "remeasure"):  # measured twice: the run's champion
         result = EvalResult.from_stages(stages)
         store.record_evaluation(
-            best.id, result, kind=kind, score=score(result.metrics, OBJECTIVES),
-            input_seed=1, worker="w1", started_at=1.0, finished_at=2.0,
+            store_record(store, best.id), result, kind=kind,
+            score=score(result.metrics, OBJECTIVES), input_seed=1, worker="w1", started_at=1.0,
+            finished_at=2.0,
         )  # fmt: skip
     page = write_report(store, RUN, tmp_path / "report.html").read_text()
     counters = page[page.index('<section id="counters">') :]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ from evolve.store import CandidateRecord, Opening, Settlement, Store, default_ur
 from evolve.store.database import SCHEMA_HEAD
 from evolve.store.schema import Base
 from evolve.store.upgrade import MIGRATIONS
-from tests.conftest import postgres_schema
+from tests.conftest import postgres_schema, store_record
 
 RUN = "run-1"
 
@@ -83,10 +84,15 @@ CHECK_FAILED = EvalResult.from_stages(
 
 
 def evaluate(
-    store: Store, candidate_id: int, result: EvalResult, score: float | None, kind: str = "evaluate"
+    store: Store,
+    candidate: CandidateRecord | int,
+    result: EvalResult,
+    score: float | None,
+    kind: str = "evaluate",
 ) -> None:
+    """`candidate` as a record, or by id (then read from the store as it stands)."""
     store.record_evaluation(
-        candidate_id,
+        candidate if isinstance(candidate, CandidateRecord) else store_record(store, candidate),
         result,
         kind=kind,
         score=score,
@@ -251,10 +257,53 @@ def test_a_failed_remeasure_takes_the_score_away_for_good(store: Store) -> None:
     assert store.scored(RUN) == [] and store.best(RUN) is None
 
 
+STANDING_SEQUENCES = [  # (status, score) of each evaluation, in order
+    [("ok", 3.0), ("ok", 1.0), ("ok", 2.0)],
+    [("ok", 2.0), ("check_failed", None), ("ok", 0.5)],
+    [("timeout", None), ("ok", 1.0), ("runtime_error", None)],
+    [("ok", None), ("ok", 4.0), ("ok", None)],
+    [("check_failed", None)],
+]
+
+
+@pytest.mark.parametrize("sequence", STANDING_SEQUENCES)
+def test_each_evaluation_sets_the_standing_its_whole_history_gives(
+    store: Store, sequence: list[tuple[str, float | None]]
+) -> None:
+    """Ok only while every evaluation is, then scored by the lowest ok one; a failure's
+    status for good. What `record_evaluation` returns is what it stored, and the stored row
+    is right even when the caller hands it a record from before the last evaluations (the
+    writes are deferred in a turn, worked out from the row itself)."""
+    chained, stale = add(store, 1), add(store, 2)
+    first_stale = stale
+    for step, (status, score) in enumerate(sequence):
+        kind = "evaluate" if step == 0 else "remeasure"
+        with store.turn():
+            chained = store.record_evaluation(
+                chained, EvalResult(status=status), kind=kind, score=score, input_seed=step,
+                worker="w", started_at=0.0, finished_at=1.0,
+            )  # fmt: skip
+            store.record_evaluation(
+                first_stale, EvalResult(status=status), kind=kind, score=score, input_seed=step,
+                worker="w", started_at=0.0, finished_at=1.0,
+            )  # fmt: skip
+        assert store_record(store, chained.id) == chained
+    failures = [status for status, _ in sequence if status != "ok"]
+    scores = [score for status, score in sequence if status == "ok" and score is not None]
+    expected = (
+        failures[-1] if failures else "ok",
+        None if failures or not scores else min(scores),
+        sum(status == "ok" for status, _ in sequence),
+    )
+    assert (chained.status, chained.score, chained.measurements) == expected
+    stale = store_record(store, stale.id)
+    assert (stale.status, stale.score, stale.measurements) == expected
+
+
 def test_evaluation_arguments_are_checked(store: Store) -> None:
-    with pytest.raises(KeyError):
-        evaluate(store, 12345, PASSED, 1.0)
     candidate = add(store, 1)
+    with pytest.raises(IntegrityError):  # no candidate #12345 for the evaluation to be of
+        evaluate(store, replace(candidate, id=12345), PASSED, 1.0)
     with pytest.raises(ValueError):
         evaluate(store, candidate.id, PASSED, 1.0, kind="guess")
     assert store.evaluations(candidate.id) == []
@@ -340,7 +389,7 @@ for n in range(10**6):
     remeasure = ("remeasure", "ok" if n % 2 else "check_failed")
     for kind, status in [("evaluate", "ok")] + [remeasure] * (n % 3):
         score = float(n % 7) if status == "ok" else None
-        store.record_evaluation(c.id, EvalResult(status=status), kind=kind, score=score,
+        store.record_evaluation(c, EvalResult(status=status), kind=kind, score=score,
                                 input_seed=n, worker="w", started_at=0.0, finished_at=1.0)
     print(c.id, n, flush=True)
 """
@@ -407,7 +456,7 @@ def test_bandit_arms_count_pulls_spend_and_rewards_with_what_they_count(store: S
     assert store.proposals(RUN)[-1].outcome is None
     assert store.bandit_arms(RUN) == {arm: (2, 0.0, 1.25)}
     store.record_evaluation(
-        child.id, PASSED, kind="evaluate", score=2.0, input_seed=1, worker="w",
+        child, PASSED, kind="evaluate", score=2.0, input_seed=1, worker="w",
         started_at=1.0, finished_at=2.0, reward=(arm, 0.75),
     )  # fmt: skip
     assert store.bandit_arms(RUN) == {arm: (2, 0.75, 1.25)}
@@ -504,9 +553,9 @@ def test_a_turn_is_one_transaction_that_sees_its_own_writes(store: Store, url: s
 
 def test_a_turn_that_fails_writes_nothing(store: Store) -> None:
     seed = add(store, 1)
-    with pytest.raises(KeyError), store.turn():
+    with pytest.raises(IntegrityError), store.turn():
         add(store, 2, parents=[seed.id])
-        evaluate(store, 12345, PASSED, 1.0)  # no such candidate
+        evaluate(store, replace(seed, id=12345), PASSED, 1.0)  # no such candidate
     assert store.count_candidates(RUN) == 1
     with store.turn():  # the store is usable afterwards
         add(store, 3, parents=[seed.id])
@@ -547,7 +596,7 @@ def test_settled_proposals_written_late_in_a_turn_are_read_back_and_kept(store: 
         store.settle_proposal(Settlement(opening, "failed", detail="crashed"))
         store.settle_proposal(Settlement(opening, "failed", detail="crashed"))
     assert store.proposal_outcomes(RUN) == {"duplicate": 3, "failed": 2}
-    with pytest.raises(KeyError), store.turn():
+    with pytest.raises(IntegrityError), store.turn():
         store.settle_proposal(Settlement(opening, "failed", detail="lost with its turn"))
-        evaluate(store, 12345, PASSED, 1.0)
+        evaluate(store, replace(seed, id=12345), PASSED, 1.0)
     assert store.proposal_outcomes(RUN) == {"duplicate": 3, "failed": 2}

@@ -6,7 +6,6 @@ writer, and with synchronous=NORMAL a commit survives a killed process without a
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,7 +17,6 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
-    Executable,
     Row,
     Select,
     create_engine,
@@ -30,6 +28,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
+
+from evolve.store.deferred import close_deferring, flush_deferred, open_deferring
 
 # The newest revision in migrations/versions (tests/test_store.py checks that it is). A
 # database already there is opened without loading Alembic (evolve/store/upgrade.py).
@@ -72,29 +72,6 @@ def _sqlite_begin(connection: Connection) -> None:
     # Writers say BEGIN IMMEDIATE: they take the write lock up front (waiting for it under the
     # busy timeout) instead of failing when a read inside the transaction turns into a write.
     connection.exec_driver_sql(connection.get_execution_options().get("sqlite_begin", "BEGIN"))
-
-
-DEFERRED = "evolve.deferred"  # the open turn's deferred writes, in its connection's info
-
-
-def defer(connection: Connection, statement: Executable, values: dict[str, Any]) -> None:
-    """A write nothing reads back at once (a settled proposal's row): inside a turn it waits
-    for the turn's next read or its commit, and goes with the others like it in one
-    executemany, one round trip on PostgreSQL; outside a turn it is written now."""
-    pending = connection.info.get(DEFERRED)
-    if pending is None:
-        connection.execute(statement, values)
-    else:
-        pending.append((statement, values))
-
-
-def flush_deferred(connection: Connection) -> None:
-    pending = connection.info.get(DEFERRED)
-    if not pending:
-        return
-    for statement, group in itertools.groupby(pending, key=lambda item: item[0]):
-        connection.execute(statement, [values for _, values in group])
-    pending.clear()
 
 
 def _engine(url: URL) -> Engine:
@@ -149,13 +126,13 @@ class Database:
             raise RuntimeError("a store turn is already open")
         with self._writer.begin() as connection:
             self._turn = (threading.get_ident(), connection)
-            connection.info[DEFERRED] = []
+            open_deferring(connection)
             try:
                 yield
                 flush_deferred(connection)
             finally:
                 self._turn = None
-                connection.info.pop(DEFERRED, None)
+                close_deferring(connection)
 
     @contextmanager
     def _writing(self) -> Iterator[Connection]:

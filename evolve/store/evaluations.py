@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from sqlalchemy import case, func, select
 
 from evolve.results import OK, EvalResult
 from evolve.store import statements
 from evolve.store.database import Database
+from evolve.store.deferred import defer
 from evolve.store.ledger import charge_arm
 from evolve.store.records import (
     CandidateRecord,
@@ -17,7 +18,7 @@ from evolve.store.records import (
     EvaluationRecord,
     FailedEvaluation,
 )
-from evolve.store.schema import EVALUATION_KINDS, Candidate, Evaluation
+from evolve.store.schema import EVALUATION_KINDS, PENDING, Candidate, Evaluation
 
 
 def scoring_evaluation(evaluations: Sequence[EvaluationRecord]) -> EvaluationRecord | None:
@@ -30,12 +31,28 @@ def scoring_evaluation(evaluations: Sequence[EvaluationRecord]) -> EvaluationRec
     return min(reversed(passed), key=lambda e: e.score)  # type: ignore[arg-type, return-value]
 
 
+def standing_after(candidate: CandidateRecord, status: str, score: float | None) -> CandidateRecord:
+    """The candidate after one more evaluation: a candidate is "ok" only while every
+    evaluation of it is; one failure (a flaky re-measure included) gives it that failure's
+    status and takes its score away for good. Its score is the minimum over its ok
+    evaluations, so a lucky measurement cannot crown it. The store's own statement
+    (STANDING_AFTER in evolve/store/statements.py) applies the same rule to the row."""
+    if status != OK:
+        return replace(candidate, status=status, score=None)
+    if candidate.status not in (PENDING, OK):
+        return replace(candidate, measurements=candidate.measurements + 1, score=None)
+    lowest = candidate.score
+    if lowest is None or (score is not None and score < lowest):
+        lowest = score
+    return replace(candidate, status=OK, measurements=candidate.measurements + 1, score=lowest)
+
+
 class Evaluations(Database):
     """The store's evaluations: every measurement of every candidate, kept."""
 
     def record_evaluation(
         self,
-        candidate_id: int,
+        candidate: CandidateRecord,
         result: EvalResult,
         *,
         kind: str,
@@ -46,18 +63,19 @@ class Evaluations(Database):
         finished_at: float,
         reward: tuple[str, float] | None = None,
     ) -> CandidateRecord:
-        """Stores the evaluation and updates its candidate in one transaction; returns the
-        candidate as updated, which is what every caller needs next. `reward` is credited
-        to a bandit arm in the same transaction, so a crash cannot count it twice or never.
-
-        A candidate is "ok" only while every evaluation of it is; one failure (a flaky
-        re-measure included) gives it that failure's status and takes its score away. Its
-        score is the minimum over its ok evaluations, so a lucky measurement cannot crown it.
-        """
+        """Stores the evaluation and the candidate's new standing in one transaction, and
+        returns `candidate` as it now stands (`standing_after`): pass the record this
+        returned last time, as the engine (the candidate's only writer) does. The store
+        itself works the standing out from its own row, so an older record gives a wrong
+        answer here and never a wrong row. Inside a turn both writes wait for its end
+        (evolve/store/deferred.py). `reward` is credited to a bandit arm in the same
+        transaction, so a crash cannot count it twice or never. A candidate that is not
+        in the store fails the write (its foreign key), at the end of the turn."""
         if kind not in EVALUATION_KINDS:
             raise ValueError(f"evaluation kind must be one of {EVALUATION_KINDS}, not {kind!r}")
         values = {
-            "candidate_id": candidate_id,
+            "candidate_id": candidate.id,
+            "run_name": candidate.run_name,
             "kind": kind,
             "status": result.status,
             "stages": [asdict(stage) for stage in result.stages],
@@ -72,20 +90,13 @@ class Evaluations(Database):
             "started_at": started_at,
             "finished_at": finished_at,
         }
+        standing = {"candidate_id": candidate.id, "new_status": result.status, "new_score": score}
         with self._writing() as connection:
-            if connection.execute(statements.ADD_EVALUATION, values).scalar() is None:
-                raise KeyError(f"no candidate with id {candidate_id}")
-            if result.ok:
-                row = connection.execute(statements.RESCORE_PASSED, {"candidate_id": candidate_id})
-            else:
-                row = connection.execute(
-                    statements.RESCORE_FAILED,
-                    {"candidate_id": candidate_id, "failure": result.status},
-                )
-            row = row.one()
+            defer(connection, statements.ADD_EVALUATION, values)
+            defer(connection, statements.STANDING_AFTER, standing)
             if reward is not None:
-                charge_arm(connection, row.run_name, reward[0], reward=reward[1])
-        return CandidateRecord.of(row)
+                charge_arm(connection, candidate.run_name, reward[0], reward=reward[1])
+        return standing_after(candidate, result.status, score)
 
     def evaluations(self, candidate_id: int) -> list[EvaluationRecord]:
         """Oldest first."""

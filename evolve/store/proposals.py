@@ -18,7 +18,8 @@ from sqlalchemy import Connection, func, select
 from evolve.llm import LLMCall as LLMCallRecordable
 from evolve.proposal_outcomes import OUTCOMES, Outcome
 from evolve.store import statements
-from evolve.store.database import Database, defer
+from evolve.store.database import Database
+from evolve.store.deferred import defer
 from evolve.store.ledger import charge_arm, insert_calls
 from evolve.store.records import LLMCallRecord, ProposalRecord
 from evolve.store.schema import Candidate, LLMCall, Proposal

@@ -69,61 +69,48 @@ def charge_arm(dialect: str) -> Insert:
 
 CANDIDATE = select(*CANDIDATES.c).where(CANDIDATES.c.id == bindparam("id"))
 
-EVALUATION_FIELDS = (
-    "candidate_id",
-    "kind",
-    "status",
-    "stages",
-    "metrics",
-    "counters",
-    "feedback",
-    "artifacts",
-    "sandbox",
-    "score",
-    "input_seed",
-    "worker",
-    "started_at",
-    "finished_at",
-)
-# The run's name comes from the candidate in the same statement: no candidate, no row.
-ADD_EVALUATION = (
-    insert(EVALUATIONS)
-    .from_select(
-        [*EVALUATION_FIELDS, "run_name"],
-        select(
-            *[bindparam(name, type_=EVALUATIONS.c[name].type) for name in EVALUATION_FIELDS],
-            CANDIDATES.c.run_name,
-        ).where(CANDIDATES.c.id == bindparam("candidate_id")),
+# Deferred inserts (evolve/store/deferred.py) are `inline`: no implicit RETURNING of the new
+# id, which nobody needs, and which psycopg's pipeline could not answer before its end.
+ADD_EVALUATION = insert(EVALUATIONS).inline()
+
+
+def _standing_after() -> Update:
+    """The candidate after one more evaluation, worked out from its stored row and the new
+    evaluation alone (`new_status`, `new_score`: bound names may not be SET's columns), so
+    that the write can wait for the turn's end (evolve/store/deferred.py) and still be
+    right whatever the caller believed the row was.
+    The rule, as `standing_after` in evolve/store/evaluations.py has it: a pending
+    candidate that passes becomes ok, one that failed before stays failed, a failure
+    gives the candidate its status; `measurements` counts the ok evaluations, and the
+    score is their lowest while the candidate is ok. SET's expressions read the row as
+    it was before the UPDATE."""
+    passed = bindparam("new_status", type_=CANDIDATES.c.status.type) == OK
+    new = bindparam("new_score", type_=CANDIDATES.c.score.type)
+    lowest = case(
+        (CANDIDATES.c.score.is_(None) | (new < CANDIDATES.c.score), new),
+        else_=CANDIDATES.c.score,
     )
-    .returning(EVALUATIONS.c.id)
-)
-
-
-def _rescored(status: object) -> Update:
-    """The candidate after a new evaluation of `status`: its status, the count of its ok
-    measurements, and their minimum as its score while it is ok."""
-    of_candidate = EVALUATIONS.c.candidate_id == bindparam("candidate_id")
-    passed = (of_candidate, EVALUATIONS.c.status == OK)
-    lowest = select(func.min(EVALUATIONS.c.score)).where(*passed).scalar_subquery()
+    # Not IN (...): its expanding parameter cannot go in an executemany.
+    still_ok = passed & ((CANDIDATES.c.status == PENDING) | (CANDIDATES.c.status == OK))
     return (
         update(CANDIDATES)
         .where(CANDIDATES.c.id == bindparam("candidate_id"))
         .values(
-            status=status,
-            measurements=select(func.count()).where(*passed).scalar_subquery(),
-            score=case((status == OK, lowest)),  # type: ignore[operator]
+            status=case(
+                (still_ok, OK),
+                (passed, CANDIDATES.c.status),
+                else_=bindparam("new_status", type_=CANDIDATES.c.status.type),
+            ),
+            measurements=CANDIDATES.c.measurements + case((passed, 1), else_=0),
+            score=case((still_ok, lowest)),
         )
-        .returning(*CANDIDATES.c)
     )
 
 
-# Passed: a pending candidate becomes ok and one that failed before stays failed.
-RESCORE_PASSED = _rescored(case((CANDIDATES.c.status == PENDING, OK), else_=CANDIDATES.c.status))
-# Failed: the candidate takes the failure's status (bound as `failure`).
-RESCORE_FAILED = _rescored(bindparam("failure", type_=CANDIDATES.c.status.type))
+STANDING_AFTER = _standing_after()
 
 OPEN_PROPOSAL = insert(PROPOSALS).returning(PROPOSALS.c.id)
-ADD_PROPOSAL = insert(PROPOSALS)  # a settled one, whose id nobody needs
+ADD_PROPOSAL = insert(PROPOSALS).inline()  # a settled one, deferred
 CLOSE_PROPOSAL = (
     update(PROPOSALS)
     .where(PROPOSALS.c.id == bindparam("proposal_id"))
