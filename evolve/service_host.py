@@ -7,8 +7,8 @@ proposal worker that made it, about a sixth of that worker's CPU with a fast mod
 proposal worker that hosts them stores its own calls and asks its own circuits directly;
 the others, which a run with many proposals in flight adds, reach them through Ray.
 
-Each part takes its callers one at a time behind a lock of its own, so a slow write never
-holds up a circuit's answer.
+Each part takes its callers behind locks of its own, so a slow write never holds up a
+circuit's answer; the ledger writes the calls that arrive together in one transaction.
 """
 
 from __future__ import annotations
@@ -42,12 +42,11 @@ class HostedServices:
     """The services inside the process that hosts them; its threads share them."""
 
     def __init__(self, ledger: LedgerWriter, circuits: ProviderCircuits) -> None:
-        self.ledger, self.circuits = ledger, circuits
-        self._writing, self._deciding = threading.Lock(), threading.Lock()
+        self.ledger, self.circuits = ledger, circuits  # the ledger takes its own turns
+        self._deciding = threading.Lock()
 
     def record(self, proposal_id: int, call: LLMCall) -> None:
-        with self._writing:
-            self.ledger.record(proposal_id, call)
+        self.ledger.record(proposal_id, call)
 
     def send(self, proposal_id: int, call: LLMCall) -> None:
         """As a call's sink (evolve/llm/hooks.py): written before this returns."""
@@ -55,8 +54,7 @@ class HostedServices:
 
     def drained(self) -> None:
         """Returns once the write under way, if any, is done."""
-        with self._writing:
-            pass
+        self.ledger.drained()
 
     def ask(self, key: str) -> tuple[float, State]:
         with self._deciding:

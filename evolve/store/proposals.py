@@ -94,18 +94,24 @@ class Proposals(Database):
         """One completed model call, written the moment it is known, once: the settlement
         may have stored it already. One that arrives after its proposal was settled is
         added to the proposal's totals and to its bandit arm's cost."""
+        self.add_proposal_calls([(proposal_id, call)])
+
+    def add_proposal_calls(self, calls: Sequence[tuple[int, LLMCallRecordable]]) -> None:
+        """Several calls as `add_proposal_call` writes one, in one transaction: all of them
+        or, when one names no proposal (KeyError), none."""
         with self._writing() as connection:
-            locking = {"proposal_id": proposal_id}
-            row = connection.execute(statements.LOCK_PROPOSAL, locking).one_or_none()
-            if row is None:
-                raise KeyError(f"no proposal with id {proposal_id}")
-            added = insert_calls(
-                connection, row.run_name, row.operator, [call], proposal_id=proposal_id
-            )
-            if added and row.outcome is not None:
-                _total(connection, proposal_id)
-                if row.arm is not None:
-                    charge_arm(connection, row.run_name, row.arm, cost_usd=call.cost_usd)
+            for proposal_id, call in calls:
+                locking = {"proposal_id": proposal_id}
+                row = connection.execute(statements.LOCK_PROPOSAL, locking).one_or_none()
+                if row is None:
+                    raise KeyError(f"no proposal with id {proposal_id}")
+                added = insert_calls(
+                    connection, row.run_name, row.operator, [call], proposal_id=proposal_id
+                )
+                if added and row.outcome is not None:
+                    _total(connection, proposal_id)
+                    if row.arm is not None:
+                        charge_arm(connection, row.run_name, row.arm, cost_usd=call.cost_usd)
 
     def settle_proposal(self, settlement: Settlement) -> None:
         """A proposal that made no candidate: its outcome, and the arm's pull."""
