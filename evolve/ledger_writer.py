@@ -4,22 +4,20 @@ Proposals run in actors, possibly on other machines, and a model call is paid fo
 or not its proposal ever reports back: a driver killed mid-proposal must not lose it. So
 each call goes straight to the proposal worker that hosts the run's services
 (evolve/service_host.py), on the driver's node (where a SQLite store is), and this writer
-stores it before the proposal that made it may return. The engine settles the proposal
-later; the writer writes nothing else.
+stores it. The engine settles the proposal later; the writer writes nothing else.
 
-The writes are group commits. The worker's threads finish their calls in bursts (a fast
-model answers many requests at once), and one transaction per call, one at a time, held
-each proposal back for the others' writes and for the store's lock: with a model that
-answers at once, a proposal waited about 30 ms between its reply and its return, most of
-its trip. Now the calls that arrive while a transaction is being written go together in
-the next one, and each caller still returns only once its own call is stored.
+A thread of its own writes the calls, with group commits: the calls that arrive while one
+transaction is written go together in the next. Proposal threads hand their calls over
+and go on (evolve/llm/hooks.py's `SentCalls` says when one waits): with a model that
+answers at once, one transaction per call, each on the proposal's way back and one at a
+time, held a proposal about 30 ms between its reply and its return, most of its trip.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from evolve.llm import LLMCall
 from evolve.store import Store
@@ -28,43 +26,60 @@ log = logging.getLogger("evolve.ledger_writer")
 
 
 @dataclass
-class _Pending:
-    """One call waiting to be stored, and how its write ended. Read and set only under
-    the writer's `_writing` lock."""
+class Pending:
+    """One call handed to the writer, and how its write ended."""
 
     proposal_id: int
     call: LLMCall
-    done: bool = False
     error: Exception | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Returns once the call is stored; raises what storing it raised, or TimeoutError."""
+        if not self.done.wait(timeout_s):
+            raise TimeoutError(f"model call not stored within {timeout_s} s")
+        if self.error is not None:
+            raise self.error
 
 
 class LedgerWriter:
     def __init__(self, url: str) -> None:
         self.store = Store(url)
-        self._queue: list[_Pending] = []
-        self._queued = threading.Lock()  # guards the queue
-        self._writing = threading.Lock()  # held while one batch is written
+        self._queue: list[Pending] = []
+        self._writing = False  # a batch taken from the queue is being written
+        self._changed = threading.Condition()
+        threading.Thread(target=self._write_forever, name="ledger-writer", daemon=True).start()
+
+    def submit(self, proposal_id: int, call: LLMCall) -> Pending:
+        """Hands the call over; it is written with the next batch."""
+        pending = Pending(proposal_id, call)
+        with self._changed:
+            self._queue.append(pending)
+            self._changed.notify_all()
+        return pending
 
     def record(self, proposal_id: int, call: LLMCall) -> None:
-        """Returns once the call is stored, with the calls that came with it; raises what
-        storing it raised."""
-        mine = _Pending(proposal_id, call)
-        with self._queued:
-            self._queue.append(mine)
-        with self._writing:
-            if not mine.done:  # no batch before took it: this thread writes the next
-                with self._queued:
-                    batch, self._queue = self._queue, []
-                self._write(batch)
-        if mine.error is not None:
-            raise mine.error
+        """Returns once the call is stored."""
+        self.submit(proposal_id, call).wait()
 
     def drained(self) -> None:
-        """Returns once the batch under way, if any, is written."""
-        with self._writing:
-            pass
+        """Returns once every call handed over before it is written."""
+        with self._changed:
+            self._changed.wait_for(lambda: not self._queue and not self._writing)
 
-    def _write(self, batch: list[_Pending]) -> None:
+    def _write_forever(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: bool(self._queue))
+                batch, self._queue, self._writing = self._queue, [], True
+            try:
+                self._write(batch)
+            finally:
+                with self._changed:
+                    self._writing = False
+                    self._changed.notify_all()
+
+    def _write(self, batch: list[Pending]) -> None:
         """One transaction for the batch; if it fails, each call in one of its own, so that
         one bad call (one whose proposal does not exist) costs the others nothing."""
         try:
@@ -80,4 +95,7 @@ class LedgerWriter:
                     except Exception as alone:
                         pending.error = alone
         for pending in batch:
-            pending.done = True
+            if pending.error is not None:
+                log.error("model call of proposal %d not stored: %s", pending.proposal_id,
+                          pending.error)  # fmt: skip
+            pending.done.set()

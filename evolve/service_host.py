@@ -21,6 +21,7 @@ import ray
 from evolve.ledger_writer import LedgerWriter
 from evolve.llm import LLMCall
 from evolve.llm.circuit import BASE_S, CAP_S, ProviderCircuits, SharedCircuits, State
+from evolve.llm.hooks import Written
 from evolve.llm.records import Status
 
 
@@ -48,9 +49,9 @@ class HostedServices:
     def record(self, proposal_id: int, call: LLMCall) -> None:
         self.ledger.record(proposal_id, call)
 
-    def send(self, proposal_id: int, call: LLMCall) -> None:
-        """As a call's sink (evolve/llm/hooks.py): written before this returns."""
-        self.record(proposal_id, call)
+    def send(self, proposal_id: int, call: LLMCall) -> Written:
+        """As a call's sink (evolve/llm/hooks.py): handed to the ledger's thread."""
+        return self.ledger.submit(proposal_id, call).wait
 
     def drained(self) -> None:
         """Returns once the write under way, if any, is done."""
@@ -75,9 +76,10 @@ class HostedServices:
 @dataclass(frozen=True)
 class RemoteLedger:
     """A call's sink in a proposal worker that does not host the services: each call goes
-    to the host's `record`, which the proposal waits for before it returns."""
+    to the host's `record`, which answers once the call is stored."""
 
     host: ray.actor.ActorHandle
 
-    def send(self, proposal_id: int, call: LLMCall) -> ray.ObjectRef:
-        return self.host.record.remote(proposal_id, call)
+    def send(self, proposal_id: int, call: LLMCall) -> Written:
+        write = self.host.record.remote(proposal_id, call)
+        return lambda timeout_s: ray.get(write, timeout=timeout_s)

@@ -23,7 +23,7 @@ import ray
 
 from evolve.evaluator import Evaluator
 from evolve.hardware import cpu_model
-from evolve.llm.hooks import CallHooks, hooked
+from evolve.llm.hooks import CallHooks, SentCalls, hooked
 from evolve.mutators.base import MutationError, MutationRequest, Mutator, Proposal
 from evolve.program import Program
 from evolve.proposal_outcomes import Outcome
@@ -114,13 +114,17 @@ def make_proposal(
 ) -> Proposal | MutationFailed:
     """`keys` are the model keys, sent with each proposal rather than found in the worker's
     environment (which holds none): see evolve/secrets.py. `hooks` write each model call
-    to the ledger as it completes and hold requests while the provider's circuit is open.
+    to the ledger as it completes (evolve/llm/hooks.py's `SentCalls` says when that is
+    waited for) and hold requests while the provider's circuit is open.
     Called in the driver for the autotuner, whose microseconds of work a Ray task would
     cost a hundred times over; everything else calls it in a proposal worker."""
+    sent: SentCalls | None = None
     try:
-        with keys.lent(), hooked(hooks):
+        with keys.lent(), hooked(hooks) as sent:
             return mutator.propose(request)
     except MutationError as exc:
         return MutationFailed(str(exc), exc.calls, outcome=exc.outcome)
     except Exception as exc:
+        if sent is not None:  # a crash brings no calls back: the engine reads the ledger's
+            sent.confirm()
         return MutationFailed(f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())

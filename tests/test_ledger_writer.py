@@ -1,6 +1,6 @@
-"""The ledger writer's group commits: calls that arrive together are stored together, each
-caller returns only once its own call is in the store, and one bad call fails its own
-caller and no other."""
+"""The ledger writer's group commits: calls that arrive together are stored together, a
+caller that waits returns only once its own call is in the store, one bad call fails its
+own caller and no other, and only a proposal that crashed waits for its calls."""
 
 from __future__ import annotations
 
@@ -13,8 +13,13 @@ import pytest
 
 from evolve.ledger_writer import LedgerWriter
 from evolve.llm import LLMCall
+from evolve.llm.hooks import CallHooks, report_call
+from evolve.mutators import MutationError, MutationRequest, Parent, Proposal
 from evolve.program import Program
+from evolve.secrets import Keys
+from evolve.service_host import ServicePlan
 from evolve.store import Store
+from evolve.workers import make_proposal
 from tests.conftest import SYNTHETIC_SEED
 
 RUN = "ledger"
@@ -95,3 +100,60 @@ def test_a_call_stored_twice_is_stored_once(tmp_path: Path) -> None:
     with pytest.raises(KeyError):
         store.add_proposal_calls([(proposal, call(3)), (10**6, call(4))])
     assert len(store.proposal_calls(proposal)) == 2, "a failed batch writes none of its calls"
+
+
+class CallingMutator:
+    """Pays for one model call (reported as a client reports it), then ends as told."""
+
+    name = "diff"
+
+    def __init__(self, ending: str) -> None:
+        self.ending = ending
+
+    def propose(self, request: MutationRequest) -> Proposal:
+        report_call(call(len(self.ending)))
+        paid = (call(len(self.ending)),)
+        if self.ending == "crash":
+            raise RuntimeError("the mutator broke after its call")
+        if self.ending == "decline":
+            raise MutationError("the reply had no diff", calls=paid)
+        return Proposal(request.parent.program, {"operator": "diff"}, paid)
+
+
+@pytest.mark.parametrize(
+    ("ending", "waits"), [("crash", True), ("decline", False), ("return", False)]
+)
+def test_only_a_proposal_that_crashed_waits_for_its_calls_to_be_stored(
+    tmp_path: Path, ending: str, waits: bool
+) -> None:
+    """A result that carries its calls goes back at once (the engine stores the calls from
+    whichever copy comes first); a crash carries none, and the engine reads them from the
+    ledger, so it returns only once they are there. Either way the call is stored."""
+    db = tmp_path / "e.db"
+    store = Store(f"sqlite:///{db}")
+    store.create_run(RUN, task_path="t", task_yaml="", seed=0, settings={})
+    seed = store.plant_seed(RUN, Program({"s.py": SYNTHETIC_SEED}))
+    proposal = store.open_proposal(RUN, operator="diff", parent_ids=[seed.id], island=0)
+    services = ServicePlan(store.url).open()
+    hooks = CallHooks(proposal, sink=services)
+    request = MutationRequest(Parent(seed.id, seed.program, 1.0), (), seed=0)
+    results: list[object] = []
+
+    blocker = sqlite3.connect(db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # the ledger cannot write while this is held
+    try:
+        proposing = threading.Thread(
+            target=lambda: results.append(
+                make_proposal(CallingMutator(ending), request, Keys(), hooks)
+            )
+        )
+        proposing.start()
+        proposing.join(timeout=2.0)
+        assert proposing.is_alive() == waits
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    proposing.join(timeout=60)
+    services.drained()
+    assert len(results) == 1
+    assert [c.prompt for c in store.proposal_calls(proposal)] == [f"prompt {len(ending)}"]

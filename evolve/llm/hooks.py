@@ -9,13 +9,12 @@ client used outside a run (a script, a test) reports nowhere.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
-
-import ray
 
 from evolve.llm.circuit import SharedCircuits
 from evolve.llm.records import LLMCall
@@ -25,12 +24,16 @@ log = logging.getLogger("evolve.llm.hooks")
 FLUSH_TIMEOUT_S = 30.0
 
 
+# Waits up to that many seconds for one write to be stored; raises if it failed or is late.
+Written = Callable[[float], object]
+
+
 class CallSink(Protocol):
     """Where a completed call is stored at once: the run's ledger writer, in the proposal
     worker that hosts the run's services (evolve/service_host.py)."""
 
-    def send(self, proposal_id: int, call: LLMCall) -> ray.ObjectRef | None:
-        """The write to wait for before the proposal returns; None once written."""
+    def send(self, proposal_id: int, call: LLMCall) -> Written:
+        """Starts the write; what waits for it."""
         ...
 
 
@@ -45,7 +48,28 @@ class CallHooks:
 
 
 _current: ContextVar[CallHooks | None] = ContextVar("evolve_call_hooks", default=None)
-_pending: ContextVar[list[ray.ObjectRef] | None] = ContextVar("evolve_call_writes", default=None)
+_sent: ContextVar[SentCalls | None] = ContextVar("evolve_sent_calls", default=None)
+
+
+class SentCalls:
+    """The writes a proposal's calls started. A proposal that returns, or declines with
+    `MutationError`, carries its calls with it, and the engine stores whichever of the two
+    copies comes first, once; so it returns without waiting for the ledger, which with a
+    fast model was most of a proposal's trip. One that crashes carries none, and the
+    engine reads them from the ledger: it confirms them first."""
+
+    def __init__(self) -> None:
+        self.writes: list[Written] = []
+
+    def confirm(self) -> None:
+        """Wait for the writes; one that failed or is late must not cost the proposal its
+        result, which goes on without its calls."""
+        deadline = time.monotonic() + FLUSH_TIMEOUT_S
+        try:
+            for wait in self.writes:
+                wait(max(0.0, deadline - time.monotonic()))
+        except Exception:
+            log.exception("model calls not confirmed written by the ledger writer")
 
 
 def current() -> CallHooks | None:
@@ -53,36 +77,20 @@ def current() -> CallHooks | None:
 
 
 @contextmanager
-def hooked(hooks: CallHooks) -> Iterator[None]:
-    """Report this proposal's calls through `hooks`; on leaving, wait until every call sent
-    to the sink is written, so a proposal's result never arrives before its calls."""
-    writes: list[ray.ObjectRef] = []
-    token, pending = _current.set(hooks), _pending.set(writes)
+def hooked(hooks: CallHooks) -> Iterator[SentCalls]:
+    """Report this proposal's calls through `hooks`."""
+    sent = SentCalls()
+    token, writes = _current.set(hooks), _sent.set(sent)
     try:
-        yield
+        yield sent
     finally:
         _current.reset(token)
-        _pending.reset(pending)
-        _flush(writes)
-
-
-def _flush(writes: list[ray.ObjectRef]) -> None:
-    """Wait for the writes; one that failed or is late must not cost the proposal its
-    result: the calls travel with it too, and the engine stores any the ledger lacks."""
-    if not writes:
-        return
-    try:
-        ray.get(writes, timeout=FLUSH_TIMEOUT_S)
-    except Exception:
-        log.exception("model calls not confirmed written by the ledger writer")
+        _sent.reset(writes)
 
 
 def report_call(call: LLMCall) -> None:
-    """Send one completed attempt to the ledger; a write through Ray is waited for only
-    when the proposal ends."""
-    hooks, writes = _current.get(), _pending.get()
-    if hooks is None or hooks.sink is None or hooks.proposal_id is None or writes is None:
+    """Send one completed attempt to the ledger (see `SentCalls` for when it is waited for)."""
+    hooks, sent = _current.get(), _sent.get()
+    if hooks is None or hooks.sink is None or hooks.proposal_id is None or sent is None:
         return
-    write = hooks.sink.send(hooks.proposal_id, call)
-    if write is not None:
-        writes.append(write)
+    sent.writes.append(hooks.sink.send(hooks.proposal_id, call))
