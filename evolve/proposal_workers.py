@@ -19,6 +19,7 @@ with every proposal cost a deserialisation each time.
 
 from __future__ import annotations
 
+import gc
 import math
 import pickle
 import threading
@@ -71,6 +72,10 @@ class ProposalWorker:
         elif services is not None:
             self.sink, self.circuits = RemoteLedger(services), SharedCircuits.reaching(services)
         preload(providers)
+        # Ray, the SDKs and the store live as long as the worker: kept out of the
+        # collector's sight, as in the driver (evolve/engine.py), a full collection does
+        # not stall every proposal in flight.
+        gc.freeze()
 
     def propose(
         self, name: str, request: MutationRequest, keys: Keys, proposal_id: int, model_made: bool
