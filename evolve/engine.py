@@ -149,10 +149,13 @@ class Engine:
         # What the driver holds by now (Ray, the store, the task, what was restored) lives
         # as long as the run: out of the collector's sight, a full collection costs a
         # fraction of the 85-115 ms it took, a stall of the loop that held every slot up.
+        # Collected first, so that no garbage is frozen with it.
+        gc.collect()
         gc.freeze()
         try:
             reason = self._loop()
         finally:
+            gc.unfreeze()  # a process that runs engine after engine (tests) frees each
             mine = self.holds_run()
             if mine:
                 self.budgets.flush_wall(force=True)

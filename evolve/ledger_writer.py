@@ -6,8 +6,8 @@ each call goes straight to the proposal worker that hosts the run's services
 (evolve/service_host.py), on the driver's node (where a SQLite store is), and this writer
 stores it. The engine settles the proposal later; the writer writes nothing else.
 
-A thread of its own writes the calls, with group commits: the calls that arrive while one
-transaction is written go together in the next. Proposal threads hand their calls over
+A thread of its own writes the calls; on SQLite with group commits: the calls that arrive
+while one transaction is written go together in the next. Proposal threads hand their calls over
 and go on (evolve/llm/hooks.py's `SentCalls` says when one waits): with a model that
 answers at once, one transaction per call, each on the proposal's way back and one at a
 time, held a proposal about 30 ms between its reply and its return, most of its trip.
@@ -80,20 +80,26 @@ class LedgerWriter:
                     self._changed.notify_all()
 
     def _write(self, batch: list[Pending]) -> None:
-        """One transaction for the batch; if it fails, each call in one of its own, so that
-        one bad call (one whose proposal does not exist) costs the others nothing."""
-        try:
-            self.store.add_proposal_calls([(p.proposal_id, p.call) for p in batch])
-        except Exception as error:
-            if len(batch) == 1:
-                batch[0].error = error
-            else:
+        """One transaction for the batch where the store takes one writer at a time
+        (SQLite): each transaction waits for the driver's to end, so fewer is faster. On
+        PostgreSQL each call has a transaction of its own: writing one locks its
+        proposal's row, and a transaction holding several could deadlock with the driver's
+        turn, which settles several proposals. If a batch fails, each call is written
+        alone, so that one bad call (one whose proposal does not exist) costs the others
+        nothing."""
+        alone = batch
+        if len(batch) > 1 and self.store.one_writer_at_a_time:
+            try:
+                self.store.add_proposal_calls([(p.proposal_id, p.call) for p in batch])
+            except Exception:
                 log.warning("a batch of %d calls failed; writing them one by one", len(batch))
-                for pending in batch:
-                    try:
-                        self.store.add_proposal_call(pending.proposal_id, pending.call)
-                    except Exception as alone:
-                        pending.error = alone
+            else:
+                alone = []
+        for pending in alone:
+            try:
+                self.store.add_proposal_call(pending.proposal_id, pending.call)
+            except Exception as error:
+                pending.error = error
         for pending in batch:
             if pending.error is not None:
                 log.error("model call of proposal %d not stored: %s", pending.proposal_id,

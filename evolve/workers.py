@@ -119,12 +119,14 @@ def make_proposal(
     Called in the driver for the autotuner, whose microseconds of work a Ray task would
     cost a hundred times over; everything else calls it in a proposal worker."""
     sent: SentCalls | None = None
+    result: Proposal | MutationFailed
     try:
         with keys.lent(), hooked(hooks) as sent:
-            return mutator.propose(request)
+            result = mutator.propose(request)
     except MutationError as exc:
-        return MutationFailed(str(exc), exc.calls, outcome=exc.outcome)
+        result = MutationFailed(str(exc), exc.calls, outcome=exc.outcome)
     except Exception as exc:
-        if sent is not None:  # a crash brings no calls back: the engine reads the ledger's
-            sent.confirm()
-        return MutationFailed(f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())
+        result = MutationFailed(f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())
+    if sent is not None:  # calls the result lacks, the engine reads from the ledger
+        sent.settle(result.calls)
+    return result

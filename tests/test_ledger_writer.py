@@ -1,6 +1,6 @@
 """The ledger writer's group commits: calls that arrive together are stored together, a
 caller that waits returns only once its own call is in the store, one bad call fails its
-own caller and no other, and only a proposal that crashed waits for its calls."""
+own caller and no other, and only a result that lacks its calls waits for them."""
 
 from __future__ import annotations
 
@@ -111,24 +111,28 @@ class CallingMutator:
         self.ending = ending
 
     def propose(self, request: MutationRequest) -> Proposal:
-        report_call(call(len(self.ending)))
-        paid = (call(len(self.ending)),)
+        paid = call(len(self.ending))
+        report_call(paid)
         if self.ending == "crash":
             raise RuntimeError("the mutator broke after its call")
         if self.ending == "decline":
-            raise MutationError("the reply had no diff", calls=paid)
-        return Proposal(request.parent.program, {"operator": "diff"}, paid)
+            raise MutationError("the reply had no diff", calls=(paid,))
+        if self.ending == "decline without its call":
+            raise MutationError("the reply had no diff")
+        return Proposal(request.parent.program, {"operator": "diff"}, (paid,))
 
 
 @pytest.mark.parametrize(
-    ("ending", "waits"), [("crash", True), ("decline", False), ("return", False)]
+    ("ending", "waits"),
+    [("crash", True), ("decline without its call", True), ("decline", False), ("return", False)],
 )
-def test_only_a_proposal_that_crashed_waits_for_its_calls_to_be_stored(
+def test_only_a_result_that_lacks_its_calls_waits_for_them_to_be_stored(
     tmp_path: Path, ending: str, waits: bool
 ) -> None:
     """A result that carries its calls goes back at once (the engine stores the calls from
-    whichever copy comes first); a crash carries none, and the engine reads them from the
-    ledger, so it returns only once they are there. Either way the call is stored."""
+    whichever copy comes first); one that lacks them (a crash) makes the engine read them
+    from the ledger, so it returns only once they are there. Either way the call is
+    stored."""
     db = tmp_path / "e.db"
     store = Store(f"sqlite:///{db}")
     store.create_run(RUN, task_path="t", task_yaml="", seed=0, settings={})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -52,18 +52,21 @@ _sent: ContextVar[SentCalls | None] = ContextVar("evolve_sent_calls", default=No
 
 
 class SentCalls:
-    """The writes a proposal's calls started. A proposal that returns, or declines with
-    `MutationError`, carries its calls with it, and the engine stores whichever of the two
-    copies comes first, once; so it returns without waiting for the ledger, which with a
-    fast model was most of a proposal's trip. One that crashes carries none, and the
-    engine reads them from the ledger: it confirms them first."""
+    """The writes a proposal's calls started. A result that carries every call its proposal
+    sent (a `Proposal`, or a `MutationError` with its calls) goes back without waiting
+    for them: the engine stores whichever copy of a call comes first, once, and with a
+    fast model the wait was most of a proposal's trip. One that lacks some (a mutator that
+    crashed) waits, since the engine then reads them from the ledger."""
 
     def __init__(self) -> None:
         self.writes: list[Written] = []
+        self.call_ids: set[str] = set()
 
-    def confirm(self) -> None:
-        """Wait for the writes; one that failed or is late must not cost the proposal its
-        result, which goes on without its calls."""
+    def settle(self, carried: Sequence[object]) -> None:
+        """Wait for the writes unless `carried` (the result's calls) holds every call sent;
+        a write that failed or is late must not cost the proposal its result."""
+        if self.call_ids <= {getattr(call, "call_id", None) for call in carried}:
+            return
         deadline = time.monotonic() + FLUSH_TIMEOUT_S
         try:
             for wait in self.writes:
@@ -94,3 +97,4 @@ def report_call(call: LLMCall) -> None:
     if hooks is None or hooks.sink is None or hooks.proposal_id is None or sent is None:
         return
     sent.writes.append(hooks.sink.send(hooks.proposal_id, call))
+    sent.call_ids.add(call.call_id)

@@ -191,6 +191,13 @@ class Database:
             after = rows[-1]._mapping[key]
 
     @property
+    def one_writer_at_a_time(self) -> bool:
+        """SQLite: a writer takes the whole database at BEGIN IMMEDIATE, so two writers
+        never wait on each other's rows and never deadlock. PostgreSQL locks rows, as
+        they are written."""
+        return self._url.get_backend_name() == "sqlite"
+
+    @property
     def display_url(self) -> str:
         """The URL with any password masked, fit for terminals and logs."""
         return self._url.render_as_string(hide_password=True)

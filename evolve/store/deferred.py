@@ -57,10 +57,10 @@ def _pipelined(connection: Connection) -> Iterator[None]:
     waiting for each answer, and the answers are read once, at the end. An error in one
     of them surfaces there, as the DBAPI's error; it is raised as SQLAlchemy's own, as an
     error from `execute` would be."""
-    if connection.dialect.driver != "psycopg":
-        yield
-        return
     dbapi = connection.dialect.loaded_dbapi
+    if connection.dialect.driver != "psycopg" or not dbapi.Pipeline.is_supported():
+        yield  # a libpq older than 14 has no pipeline mode: one round trip per statement
+        return
     try:
         with connection.connection.driver_connection.pipeline():  # type: ignore[union-attr]
             yield
