@@ -149,8 +149,8 @@ class Engine:
         # What the driver holds by now (Ray, the store, the task, what was restored) lives
         # as long as the run: out of the collector's sight, a full collection costs a
         # fraction of the 85-115 ms it took, a stall of the loop that held every slot up.
-        # Collected first, so that no garbage is frozen with it.
-        gc.collect()
+        # (Not collected first: a full collection here cost start-up more than the
+        # garbage it would free, which the collector sees again after the loop.)
         gc.freeze()
         try:
             reason = self._loop()

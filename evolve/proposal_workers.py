@@ -75,7 +75,6 @@ class ProposalWorker:
         # Ray, the SDKs and the store live as long as the worker: kept out of the
         # collector's sight, as in the driver (evolve/engine.py), a full collection does
         # not stall every proposal in flight.
-        gc.collect()
         gc.freeze()
 
     def propose(
