@@ -8,7 +8,7 @@ proposal worker that hosts them stores its own calls and asks its own circuits d
 the others, which a run with many proposals in flight adds, reach them through Ray.
 
 Each part takes its callers behind locks of its own, so a slow write never holds up a
-circuit's answer; the ledger writes the calls that arrive together in one transaction.
+circuit's answer; the ledger writes from a thread of its own (evolve/ledger_writer.py).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class HostedServices:
         return self.ledger.submit(proposal_id, call).wait
 
     def drained(self) -> None:
-        """Returns once the write under way, if any, is done."""
+        """Returns once every call handed to the ledger before it is written."""
         self.ledger.drained()
 
     def ask(self, key: str) -> tuple[float, State]:
