@@ -114,7 +114,7 @@ class Engine:
             budgets=self.budgets,
             events=self.events,
             services=self.services,
-            in_flight=self.slots,
+            slots=self.slots,
         )
         self.recorded = self.failed = self.seed_tries = 0
 
@@ -252,15 +252,16 @@ class Engine:
         return "nothing left to evaluate"
 
     def _propose(self) -> None:
-        """Keep `slots` proposals coming. A proposal made in the driver is concluded at
-        once, so a run of duplicates goes on until a new child is queued or the fruitless
-        stop. Children waiting for a worker hold new proposals back once there are as many
-        as slots: fewer, and a burst of model replies (which arrive together when the model
+        """Keep `slots` proposals being made, and as many waiting for a slot (see
+        evolve/proposal_workers.py). A proposal made in the driver is concluded at once, so
+        a run of duplicates goes on until a new child is queued or the fruitless stop.
+        Children waiting for a worker hold new proposals back once there are as many as
+        slots: fewer, and a burst of model replies (which arrive together when the model
         answers in constant time) left the model's slots idle while the workers went
         through the burst."""
         while (
             self._stop_reason() is None
-            and self.proposer.pending < self.slots
+            and not self.proposer.full
             and len(self.dispatch.queue) < self.slots
             and self.budgets.room_for(self.added + self.proposer.pending)
             and self.proposer.submit(self.rng, self.added)

@@ -15,6 +15,14 @@ so). They end with the run. The first one hosts the run's services, its ledger w
 circuits (evolve/service_host.py), on the driver's node, which outlives every worker and
 holds a SQLite store; the others are handed it once, when they start: an actor handle sent
 with every proposal cost a deserialisation each time.
+
+Each actor works on a set number of proposals at once, its share of the run's model slots;
+the driver sends as many again, which wait in the actor for a slot (evolve/fair_slots.py).
+A reply frees its slot for a waiting proposal at once, not after a trip through the driver
+and the store (10 to 50 ms, more when a burst of replies arrives together): at a 2 s reply
+the slots had stood idle about 2% of the time. The cost is that a waiting proposal's parent
+and prompt were chosen up to one reply earlier, like a child's that waits in the
+evaluation queue.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from ray import cloudpickle
 from ray.actor import ActorHandle
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from evolve.fair_slots import FairSlots
 from evolve.llm import LLMCall
 from evolve.llm.circuit import SharedCircuits, State
 from evolve.llm.client import preload
@@ -55,13 +64,15 @@ class ProposalWorker:
         mutators: bytes,
         services: ServicePlan | ActorHandle | None,
         providers: Sequence[Provider],
+        running: int,
     ) -> None:
         """`mutators` pickled, unpickled once per thread; `services`, what this worker
         opens if it hosts the run's services, or the worker that does; `providers`, those
         of the task's models, whose SDKs (a second or more each) load now, while the
         evaluation workers set up and the seed is evaluated, and not on the first
-        proposal."""
+        proposal; `running`, the proposals it works on at once (the others wait)."""
         self.pickled = mutators
+        self.slots = FairSlots(running)
         self.local = threading.local()
         self.hosted: HostedServices | None = None
         self.sink: CallSink | None = None
@@ -86,7 +97,8 @@ class ProposalWorker:
         hooks = CallHooks(proposal_id)
         if model_made:
             hooks = CallHooks(proposal_id, sink=self.sink, gate=self.circuits)
-        return make_proposal(mine[name], request, keys, hooks)
+        with self.slots:
+            return make_proposal(mine[name], request, keys, hooks)
 
     # The hosted services, for the other proposal workers and the driver. Each part has a
     # thread of its own, beside the proposals' threads.
@@ -122,25 +134,29 @@ NO_MUTATORS = cloudpickle.dumps({})
 
 
 def start_worker(
-    mutators: bytes, services: ServicePlan | ActorHandle | None, providers: Sequence[Provider]
+    mutators: bytes,
+    services: ServicePlan | ActorHandle | None,
+    providers: Sequence[Provider],
+    running: int = THREADS,
 ) -> ActorHandle:
-    """A proposal worker (see ProposalWorker); one that hosts the run's services runs on
-    this, the driver's, node."""
+    """A proposal worker (see ProposalWorker) that works on `running` proposals at once; one
+    that hosts the run's services runs on this, the driver's, node."""
     options: dict[str, object] = {"max_concurrency": THREADS}
     if isinstance(services, ServicePlan):
         here = ray.get_runtime_context().get_node_id()
         options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=here, soft=False)
-    return ProposalWorker.options(**options).remote(mutators, services, providers)  # type: ignore[attr-defined]
+    return ProposalWorker.options(**options).remote(mutators, services, providers, running)  # type: ignore[attr-defined]
 
 
 class ProposalWorkers:
-    """Enough actors for `in_flight` proposals at once, each proposal sent to the one with
-    the fewest in flight. In a run with models, the first hosts the run's services."""
+    """Enough actors for `running` proposals at once and as many waiting, the slots shared
+    out among them, each proposal sent to the one with the most slots to spare. In a run with
+    models, the first hosts the run's services."""
 
     def __init__(
         self,
         mutators: Mapping[str, Mutator],
-        in_flight: int,
+        running: int,
         services: RunServices,
         providers: Sequence[Provider],
     ) -> None:
@@ -148,7 +164,9 @@ class ProposalWorkers:
         self.pickled = cloudpickle.dumps(dict(mutators))  # a task's own classes by value
         self.services = services
         self.providers = tuple(providers)
-        self.count = max(1, math.ceil(in_flight / THREADS))
+        self.capacity = 2 * running  # proposals in flight: running, and waiting for a slot
+        count = max(1, math.ceil(self.capacity / THREADS))
+        self.shares = [running // count + (i < running % count) for i in range(count)]
         self.actors: list[ActorHandle] = []
         self.busy: dict[ray.ObjectRef, ActorHandle] = {}
 
@@ -158,12 +176,12 @@ class ProposalWorkers:
         if self.actors or not self.wanted:
             return
         plan = self.services.plan
-        first = start_worker(self.pickled, plan, self.providers)
+        first = start_worker(self.pickled, plan, self.providers, self.shares[0])
         if plan is not None:
             self.services.host = first
         others = first if plan is not None else None
         self.actors = [first] + [
-            start_worker(self.pickled, others, self.providers) for _ in range(self.count - 1)
+            start_worker(self.pickled, others, self.providers, share) for share in self.shares[1:]
         ]
 
     def submit(
@@ -174,7 +192,8 @@ class ProposalWorkers:
         load = {id(actor): 0 for actor in self.actors}
         for actor in self.busy.values():
             load[id(actor)] += 1
-        actor = min(self.actors, key=lambda a: load[id(a)])
+        spare = {id(actor): share for actor, share in zip(self.actors, self.shares, strict=True)}
+        actor = max(self.actors, key=lambda a: spare[id(a)] - load[id(a)])
         ref = actor.propose.remote(name, request, keys, proposal_id, model_made)
         self.busy[ref] = actor
         return ref

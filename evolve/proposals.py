@@ -63,9 +63,9 @@ class Proposer:
         budgets: Budgets,
         events: EventLog,
         services: RunServices,
-        in_flight: int,
+        slots: int,
     ) -> None:
-        """`in_flight`: the most proposals the engine keeps going at once."""
+        """`slots`: the most proposals made at once."""
         self.spec, self.store, self.run_name = spec, store, run_name
         self.strategy, self.candidates = strategy, candidates
         self.budgets, self.events = budgets, events
@@ -74,7 +74,7 @@ class Proposer:
         self.mutators = {m.name: (mutators[m.name], m.weight) for m in spec.mutators}
         remote = {name: m for name, m in mutators.items() if not isinstance(m, Autotuner)}
         providers = [model_config(m).provider for m in spec.llm.models] if spec.llm else []
-        self.workers = ProposalWorkers(remote, in_flight, services, providers)
+        self.workers = ProposalWorkers(remote, slots, services, providers)
         self.keys = Keys.read(key_names(spec.llm))  # for model proposals only
         self.bandit = self._restore_bandit() if spec.llm and spec.llm.adaptive else None
         model_made = any(name in LLM_OPERATORS for name in self.mutators)
@@ -247,6 +247,12 @@ class Proposer:
     def pending(self) -> int:
         """Proposals started and not concluded: in flight, or waiting to be sent."""
         return len(self.in_flight) + len(self.outbox)
+
+    @property
+    def full(self) -> bool:
+        """Whether every slot has a proposal, and one more waits for each: a reply's slot
+        goes to a waiting proposal in the worker, without the driver in between."""
+        return self.pending >= self.workers.capacity
 
     def send(self) -> None:
         """Send the proposals opened since the last call to the proposal workers; called

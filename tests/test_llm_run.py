@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -270,6 +271,56 @@ def matmul_tuner(body: dict[str, Any]) -> Reply:
         edits = [(tile.group(0), f"#define TILE_K {smaller}{tile.group(2)}")]
     diff = "".join(f"<<<<<<< SEARCH\n{a}\n=======\n{b}\n>>>>>>> REPLACE\n" for a, b in edits)
     return Reply(f"Following the notes.\n{diff}", input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT)
+
+
+class SlowNewLines:
+    """Answers after `seconds` with a line no program had, so every proposal is a new
+    child; counts the requests it is answering at once, and notes when the first answer
+    went out."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.lock = threading.Lock()
+        self.numbers = itertools.count(1)
+        self.answering = self.most = 0
+        self.first_answer: float | None = None
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        line = re.search(r"^A = \d+  # @knob int 0\.\.64$", prompt_text(body), re.M)
+        assert line, "the prompt did not show the parent's code"
+        with self.lock:
+            number = next(self.numbers)
+            self.answering += 1
+            self.most = max(self.most, self.answering)
+        time.sleep(self.seconds)
+        with self.lock:
+            self.answering -= 1
+            self.first_answer = self.first_answer or time.time()
+        added = f"{line[0]}\nV{number} = 0"
+        return reply(f"<<<<<<< SEARCH\n{line[0]}\n=======\n{added}\n>>>>>>> REPLACE\n")
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_model_requests_never_outnumber_the_slots_and_the_next_ones_wait_ready(
+    tmp_path: Path,
+) -> None:
+    """One evaluation worker and `concurrency: 1`: two model slots. As many proposals
+    again wait in the proposal worker, so a reply's slot goes to one at once."""
+    model = SlowNewLines(0.5)
+    with ScriptedLLMServer(default=model) as server:
+        task_file = _task(tmp_path, server.openai_url, candidates=12)
+        text = task_file.read_text().replace("  timeout_s: 2\n", "  timeout_s: 10\n")
+        task_file.write_text(text + "  concurrency: 1\n  finisher_share: 0\n")
+        outcome, store = _run(tmp_path, task_file)
+        served = len(server.requests)
+
+    assert outcome.reason == "candidate budget reached (12)"
+    assert model.most == 2, f"{model.most} model requests were answered at once"
+    proposals = store.proposals("llm")
+    assert len(proposals) == served and {p.outcome for p in proposals} == {"candidate"}
+    assert model.first_answer is not None
+    ahead = [p for p in proposals if p.created_at < model.first_answer]
+    assert len(ahead) == 4, "two proposals asking and two waiting before the first reply"
 
 
 def test_evolve_run_on_matmul_with_an_anthropic_model_improves_on_the_seed(tmp_path: Path) -> None:

@@ -341,3 +341,13 @@ def test_a_change_is_summarised_in_one_line() -> None:
     assert summary.endswith("...`") and len(summary) < 100
     two = Program({"k.c": KERNEL, "h.h": "#define N 4\n"})
     assert summarize_change(before, two) == "+1/-0 lines in h.h: `#define N 4`"
+    # Lines alike at both ends are not compared (the ones between are), whatever repeats.
+    def block(text: str) -> Program:
+        return Program({"r.c": f"// EVOLVE-BLOCK-START\n{text}// EVOLVE-BLOCK-END\n"})
+
+    rows = "x += 1;\n" * 6
+    assert summarize_change(block(rows), block(rows + "x += 1;\n")) == (
+        "+1/-0 lines in r.c: `x += 1;`"
+    )
+    ends, both = block(f"int a;\n{rows}int b;\n"), block(f"long a;\n{rows}long b;\n")
+    assert summarize_change(ends, both) == "+2/-2 lines in r.c: `long a;`"

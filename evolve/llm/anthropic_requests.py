@@ -24,6 +24,7 @@ from evolve.llm.conversation import (
     anthropic_tools,
 )
 from evolve.llm.records import Usage
+from evolve.llm.warm_up import shared_http, warm
 
 SDK = anthropic  # whose errors evolve/llm/failures.py reads
 
@@ -32,7 +33,36 @@ def connect(config: ModelConfig, key: str, timeout_s: float) -> anthropic.Anthro
     """The SDK's client, with its own retries off: every attempt passes through
     evolve/llm/retry.py, so that each becomes a record."""
     return anthropic.Anthropic(
-        base_url=config.base_url, api_key=key, timeout=timeout_s, max_retries=0
+        base_url=config.base_url,
+        api_key=key,
+        timeout=timeout_s,
+        max_retries=0,
+        http_client=shared_http(anthropic),
+    )
+
+
+def warm_up() -> None:
+    """See evolve/llm/warm_up.py."""
+    answer = {
+        "id": "warm-up",
+        "type": "message",
+        "role": "assistant",
+        "model": "warm-up",
+        "content": [{"type": "text", "text": ""}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+    warm(
+        anthropic,
+        lambda http: anthropic.Anthropic(
+            base_url="http://warm-up.invalid", api_key="warm-up", http_client=http
+        ),
+        lambda sdk: _usage(
+            sdk.messages.create(
+                model="warm-up", max_tokens=1, messages=[{"role": "user", "content": ""}]
+            ).usage
+        ),
+        answer,
     )
 
 

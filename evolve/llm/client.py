@@ -272,9 +272,10 @@ def _shared_sdk(config: ModelConfig, key: str, timeout_s: float) -> Any:
 
 
 def preload(providers: Iterable[Provider]) -> None:
-    """Load these providers' SDKs now, ahead of the first request that needs one."""
+    """Load and warm up these providers' SDKs now, ahead of the first request that needs
+    one (evolve/llm/warm_up.py)."""
     for provider in set(providers):
-        provider_requests(provider)
+        provider_requests(provider).warm_up()
 
 
 def _render(system: str, messages: list[dict[str, str]]) -> str:

@@ -23,6 +23,7 @@ from evolve.llm.conversation import (
     parse_arguments,
 )
 from evolve.llm.records import Usage
+from evolve.llm.warm_up import shared_http, warm
 
 SDK = openai  # whose errors evolve/llm/failures.py reads
 
@@ -30,7 +31,40 @@ SDK = openai  # whose errors evolve/llm/failures.py reads
 def connect(config: ModelConfig, key: str, timeout_s: float) -> openai.OpenAI:
     """The SDK's client, with its own retries off: every attempt passes through
     evolve/llm/retry.py, so that each becomes a record."""
-    return openai.OpenAI(base_url=config.base_url, api_key=key, timeout=timeout_s, max_retries=0)
+    return openai.OpenAI(
+        base_url=config.base_url,
+        api_key=key,
+        timeout=timeout_s,
+        max_retries=0,
+        http_client=shared_http(openai),
+    )
+
+
+def warm_up() -> None:
+    """See evolve/llm/warm_up.py."""
+    answer = {
+        "id": "warm-up",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "warm-up",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": ""},
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+    body = {"model": "warm-up", "messages": [{"role": "user", "content": ""}]}
+    warm(
+        openai,
+        lambda http: openai.OpenAI(
+            base_url="http://warm-up.invalid/v1", api_key="warm-up", http_client=http
+        ),
+        lambda sdk: _usage(_create(sdk, body).usage),
+        answer,
+    )
 
 
 def complete(
