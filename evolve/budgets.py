@@ -33,6 +33,15 @@ class Budgets:
 
     def stop_reason(self, added: int) -> str | None:
         """Why no new proposal may start, with `added` candidates in the store."""
+        if spent := self.spent_reason(added):
+            return spent
+        if self.fruitless >= MAX_FRUITLESS:
+            return f"the last {MAX_FRUITLESS} proposals were all known programs or failures"
+        return None
+
+    def spent_reason(self, added: int) -> str | None:
+        """Which budget is spent, with `added` candidates in the store: unlike a fruitless
+        streak, which the next child that passes ends, that is for good."""
         budget = self.budget
         if budget.candidates is not None and added >= budget.candidates:
             return f"candidate budget reached ({budget.candidates})"
@@ -42,8 +51,6 @@ class Budgets:
             return f"USD budget reached (${self.spent_usd:.4f} of ${budget.usd:g})"
         if budget.tokens is not None and self.spent_tokens >= budget.tokens:
             return f"token budget reached ({self.spent_tokens} of {budget.tokens})"
-        if self.fruitless >= MAX_FRUITLESS:
-            return f"the last {MAX_FRUITLESS} proposals were all known programs or failures"
         return None
 
     def overtime_s(self) -> float | None:

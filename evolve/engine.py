@@ -184,6 +184,8 @@ class Engine:
                     return ended
                 self._propose()
             self.proposer.send()
+            if overtime is not None or self.budgets.spent_reason(self.added) is not None:
+                self.proposer.stop()
             self.events.tick(self._snapshot)
             if self.dispatch.idle() and not self.proposer.in_flight:
                 return self._stop_reason() or self._stuck_reason()

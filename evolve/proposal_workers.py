@@ -39,7 +39,7 @@ from ray import cloudpickle
 from ray.actor import ActorHandle
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from evolve.fair_slots import FairSlots
+from evolve.fair_slots import FairSlots, SlotsClosed
 from evolve.llm import LLMCall
 from evolve.llm.circuit import SharedCircuits, State
 from evolve.llm.client import preload
@@ -54,10 +54,14 @@ from evolve.workers import MutationFailed, make_proposal
 if TYPE_CHECKING:  # the driver's side of the services, which these actors never use
     from evolve.services import RunServices
 
-THREADS = 32  # proposals one actor works on at once
+THREADS = 32  # proposals one actor works on at once (as many again wait in it)
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, concurrency_groups={"ledger": 1, "circuits": 1})
+@ray.remote(
+    num_cpus=0,
+    max_restarts=-1,
+    concurrency_groups={"ledger": 1, "circuits": 1, "control": 1},
+)
 class ProposalWorker:
     def __init__(
         self,
@@ -97,8 +101,16 @@ class ProposalWorker:
         hooks = CallHooks(proposal_id)
         if model_made:
             hooks = CallHooks(proposal_id, sink=self.sink, gate=self.circuits)
-        with self.slots:
-            return make_proposal(mine[name], request, keys, hooks)
+        try:
+            with self.slots:
+                return make_proposal(mine[name], request, keys, hooks)
+        except SlotsClosed:
+            return MutationFailed("the run stopped before it was sent", outcome="interrupted")
+
+    @ray.method(concurrency_group="control")
+    def stop(self) -> None:
+        """The run stops: proposals still waiting for a slot end unsent."""
+        self.slots.close()
 
     # The hosted services, for the other proposal workers and the driver. Each part has a
     # thread of its own, beside the proposals' threads.
@@ -139,9 +151,10 @@ def start_worker(
     providers: Sequence[Provider],
     running: int = THREADS,
 ) -> ActorHandle:
-    """A proposal worker (see ProposalWorker) that works on `running` proposals at once; one
-    that hosts the run's services runs on this, the driver's, node."""
-    options: dict[str, object] = {"max_concurrency": THREADS}
+    """A proposal worker (see ProposalWorker) that works on `running` proposals at once and
+    holds as many waiting, a thread each; one that hosts the run's services runs on this,
+    the driver's, node."""
+    options: dict[str, object] = {"max_concurrency": 2 * running}
     if isinstance(services, ServicePlan):
         here = ray.get_runtime_context().get_node_id()
         options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=here, soft=False)
@@ -165,9 +178,10 @@ class ProposalWorkers:
         self.services = services
         self.providers = tuple(providers)
         self.capacity = 2 * running  # proposals in flight: running, and waiting for a slot
-        count = max(1, math.ceil(self.capacity / THREADS))
+        count = max(1, math.ceil(running / THREADS))
         self.shares = [running // count + (i < running % count) for i in range(count)]
         self.actors: list[ActorHandle] = []
+        self.stopped = False
         self.busy: dict[ray.ObjectRef, ActorHandle] = {}
 
     def start(self) -> None:
@@ -200,6 +214,13 @@ class ProposalWorkers:
 
     def done(self, ref: ray.ObjectRef) -> None:
         self.busy.pop(ref, None)
+
+    def stop(self) -> None:
+        """Proposals waiting in the actors for a slot come back unsent (see FairSlots)."""
+        if not self.stopped:
+            self.stopped = True
+            for actor in self.actors:
+                actor.stop.remote()
 
     def close(self) -> None:
         """Proposals still running are abandoned with their actors, once the ledger has

@@ -187,8 +187,9 @@ class Proposer:
         if isinstance(proposal, workers.MutationFailed):
             if proposal.trace:
                 log.error("%s crashed on #%d:\n%s", job.mutator, job.parent.id, proposal.trace)
-            text = f"{job.mutator} failed on #{job.parent.id}: {proposal.reason}"
-            self.events.emit(Event("failure", text))
+            if proposal.outcome != "interrupted":  # the run's stop is news enough
+                text = f"{job.mutator} failed on #{job.parent.id}: {proposal.reason}"
+                self.events.emit(Event("failure", text))
             self.admission.settle(job, proposal.outcome, proposal.calls, detail=proposal.reason)
             # A crash or a lost task brings no calls back; the ledger writer stored them.
             paid: Sequence[Any] = proposal.calls
@@ -268,6 +269,10 @@ class Proposer:
     def start(self) -> None:
         """Start the proposal workers while the seed is evaluated, where any are needed."""
         self.workers.start()
+
+    def stop(self) -> None:
+        """The run is stopping: no proposal still waiting for a model slot is sent."""
+        self.workers.stop()
 
     def close(self) -> None:
         """Proposals still in flight are abandoned; the ledger closes them as interrupted."""

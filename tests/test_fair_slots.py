@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
-from evolve.fair_slots import FairSlots
+import pytest
+
+from evolve.fair_slots import FairSlots, SlotsClosed
 
 
-def _wait_until(condition, timeout_s: float = 10.0) -> None:
+def _wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, "timed out"
@@ -74,3 +77,28 @@ def test_a_slot_is_given_back_when_its_holder_raises() -> None:
 
     threading.Thread(target=take).start()
     assert got.wait(10)
+
+
+def test_closing_turns_away_the_waiting_and_the_later_but_not_the_holders() -> None:
+    slots = FairSlots(1)
+    outcomes: list[str] = []
+
+    def wait_for_a_slot() -> None:
+        try:
+            with slots:
+                outcomes.append("ran")
+        except SlotsClosed:
+            outcomes.append("turned away")
+
+    with slots:  # the holder keeps its slot through the close
+        waiters = [threading.Thread(target=wait_for_a_slot) for _ in range(2)]
+        for waiter in waiters:
+            waiter.start()
+        _wait_until(lambda: len(slots.waiting) == 2)
+        slots.close()
+        for waiter in waiters:
+            waiter.join(10)
+        assert outcomes == ["turned away", "turned away"]
+    with pytest.raises(SlotsClosed), slots:
+        pass
+    assert slots.free == 1 and not slots.waiting

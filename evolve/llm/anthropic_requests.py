@@ -24,7 +24,7 @@ from evolve.llm.conversation import (
     anthropic_tools,
 )
 from evolve.llm.records import Usage
-from evolve.llm.warm_up import shared_http, warm
+from evolve.llm.warm_up import http_client, warm
 
 SDK = anthropic  # whose errors evolve/llm/failures.py reads
 
@@ -37,7 +37,7 @@ def connect(config: ModelConfig, key: str, timeout_s: float) -> anthropic.Anthro
         api_key=key,
         timeout=timeout_s,
         max_retries=0,
-        http_client=shared_http(anthropic),
+        http_client=http_client(anthropic),
     )
 
 

@@ -255,11 +255,11 @@ def provider_requests(provider: Provider) -> ModuleType:
 
 
 def _shared_sdk(config: ModelConfig, key: str, timeout_s: float) -> Any:
-    """One SDK client per endpoint, key and timeout in a process, shared by its threads.
-    Building one takes 20 to 50 ms (an SSL context), and each of a proposal worker's 32
-    threads, with mutators (and so model clients) of its own, had built its own on its
-    first proposal. An SDK client, like the HTTP connection pool inside it, is safe to use
-    from many threads at once."""
+    """One SDK client per endpoint, key and timeout in a process, shared by its threads:
+    each of a proposal worker's threads, with mutators (and so model clients) of its own,
+    had built its own on its first proposal, with a connection pool of its own. An SDK
+    client, like the HTTP connection pool inside it, is safe to use from many threads at
+    once."""
     # Where base_url is not given, the SDK reads its own variable, as a user's env may set.
     base_url = config.base_url or os.environ.get(_BASE_URL_ENV[config.provider])
     identity = (config.provider, base_url, key, timeout_s)

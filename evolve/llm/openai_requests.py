@@ -23,7 +23,7 @@ from evolve.llm.conversation import (
     parse_arguments,
 )
 from evolve.llm.records import Usage
-from evolve.llm.warm_up import shared_http, warm
+from evolve.llm.warm_up import http_client, warm
 
 SDK = openai  # whose errors evolve/llm/failures.py reads
 
@@ -36,7 +36,7 @@ def connect(config: ModelConfig, key: str, timeout_s: float) -> openai.OpenAI:
         api_key=key,
         timeout=timeout_s,
         max_retries=0,
-        http_client=shared_http(openai),
+        http_client=http_client(openai),
     )
 
 

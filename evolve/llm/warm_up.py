@@ -4,15 +4,15 @@ A proposal worker's first model request took 100 to 150 ms longer than the next 
 SDK client built its HTTP client's SSL context (40 to 70 ms, and again for each client),
 and pydantic built the SDK's response types (about 65 ms), all of it holding the GIL. The
 first round of requests, sent together, waited for all of it: at a 2 s model, 0.5 to 0.7%
-of a 20 s run. Now every SDK client in a process shares one HTTP client, the SDK's own
-default one (connections are pooled per endpoint, so endpoints and keys do not mix), and
-one request answered in memory, never sent, builds the response types while the seed is
-evaluated.
+of a 20 s run. Now the SDK clients of a process share one SSL context (each keeps its own
+HTTP client, so connections and cookies stay with one endpoint and key), and one request
+answered in memory, never sent, builds the response types while the seed is evaluated.
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 import sys
 import threading
 from collections.abc import Callable
@@ -21,26 +21,35 @@ from typing import Any
 
 log = logging.getLogger("evolve.llm.warm_up")
 
-_SHARED: dict[str, Any] = {}  # the SDK's name: its HTTP client
+_CONTEXTS: dict[str, ssl.SSLContext] = {}  # the SDK's name: the SSL context its clients share
 _LOCK = threading.Lock()
 
 
-def shared_http(sdk: ModuleType) -> Any:
-    """The HTTP client under every client of `sdk` in this process; the SDK's default one,
-    with its limits and timeouts (each request still carries the run's timeout)."""
-    with _LOCK:
-        if sdk.__name__ not in _SHARED:
-            _SHARED[sdk.__name__] = sdk.DefaultHttpxClient()
-        return _SHARED[sdk.__name__]
+def http_client(sdk: ModuleType) -> Any | None:
+    """A new HTTP client for one client of `sdk`: the SDK's default one (its limits and
+    timeouts; each request carries the run's timeout), on the process's shared SSL context.
+    None where no context can be built (a broken certificate setting): the SDK then builds
+    its own and reports the error on the proposal's first request, as it always did."""
+    try:
+        with _LOCK:
+            if sdk.__name__ not in _CONTEXTS:
+                _CONTEXTS[sdk.__name__] = _http_library(sdk).create_ssl_context()
+            return sdk.DefaultHttpxClient(verify=_CONTEXTS[sdk.__name__])
+    except Exception:
+        log.info("no shared SSL context for the %s SDK", sdk.__name__, exc_info=True)
+        return None
 
 
 def warm(
-    sdk: ModuleType, client: Callable[[Any], Any], request: Callable[[Any], Any], answer: dict
+    sdk: ModuleType,
+    client: Callable[[Any], Any],
+    request: Callable[[Any], Any],
+    answer: dict[str, Any],
 ) -> None:
     """`request` made once through the SDK `client` built on an HTTP client whose transport
     answers `answer` in memory. Best effort: an SDK that cannot be warmed so pays on its
     first real request, as before."""
-    shared_http(sdk)
+    http_client(sdk)  # builds the shared SSL context
     try:
         http = _http_library(sdk)
         transport = http.MockTransport(lambda _: http.Response(200, json=answer))
@@ -52,4 +61,4 @@ def warm(
 
 def _http_library(sdk: ModuleType) -> ModuleType:
     """The HTTP library the SDK is built on (httpx, or a successor with its interface)."""
-    return sys.modules[type(shared_http(sdk)).__mro__[1].__module__.split(".")[0]]
+    return sys.modules[sdk.DefaultHttpxClient.__mro__[1].__module__.split(".")[0]]
