@@ -9,7 +9,7 @@ evaluation, peak memory as the summed RSS of the command's process tree (Ray's p
 included), sampled every 0.2 s. The same start-up and memory figures follow for a run with
 no model (the autotuner alone), the smallest a user starts. A last run puts a `--latency`
 second delay on every reply and reports slot efficiency: candidates per second over
-(model requests in flight / latency).
+(model slots / latency), the slots being the model requests the engine keeps in flight.
 
 With `--openevolve PYTHON` (the interpreter of an environment where OpenEvolve is
 installed, whose `openevolve-run` sits beside it) the same workload runs through OpenEvolve
@@ -289,9 +289,9 @@ def main() -> None:
         # From the first request to the last child evaluated: every child waited a reply.
         assert slow.first_asked is not None
         rate = len(finished) / (finished[-1] - slow.first_asked)
-        slots = args.workers + args.concurrency  # proposals the engine keeps in flight
+        slots = args.workers + args.concurrency  # model requests the engine keeps in flight
         ideal = slots / args.latency
-        say(f"slot efficiency at {args.latency:g} s per reply, {slots} proposals in flight: "
+        say(f"slot efficiency at {args.latency:g} s per reply, {slots} model slots: "
             f"{rate:.2f} candidates/s of {ideal:.2f} = {rate / ideal:.1%}")  # fmt: skip
 
 
