@@ -203,11 +203,10 @@ class ProposalWorkers:
     ) -> ray.ObjectRef:
         """`model_made`: the proposal's model calls go to the run's ledger and circuits."""
         self.start()
-        load = {id(actor): 0 for actor in self.actors}
-        for actor in self.busy.values():
-            load[id(actor)] += 1
         spare = {id(actor): share for actor, share in zip(self.actors, self.shares, strict=True)}
-        actor = max(self.actors, key=lambda a: spare[id(a)] - load[id(a)])
+        for actor in self.busy.values():
+            spare[id(actor)] -= 1
+        actor = max(self.actors, key=lambda a: spare[id(a)])
         ref = actor.propose.remote(name, request, keys, proposal_id, model_made)
         self.busy[ref] = actor
         return ref

@@ -1,7 +1,7 @@
 """What a process pays once for a provider's SDK, paid before its first proposal.
 
 A proposal worker's first model request took 100 to 150 ms longer than the next ones: the
-SDK client built its HTTP client's SSL context (40 to 70 ms, and again for each client),
+SDK client built its HTTP client's SSL context (35 to 70 ms, and again for each client),
 and pydantic built the SDK's response types (about 65 ms), all of it holding the GIL. The
 first round of requests, sent together, waited for all of it: at a 2 s model, 0.5 to 0.7%
 of a 20 s run. Now the SDK clients of a process share one SSL context (each keeps its own
@@ -31,10 +31,7 @@ def http_client(sdk: ModuleType) -> Any | None:
     None where no context can be built (a broken certificate setting): the SDK then builds
     its own and reports the error on the proposal's first request, as it always did."""
     try:
-        with _LOCK:
-            if sdk.__name__ not in _CONTEXTS:
-                _CONTEXTS[sdk.__name__] = _http_library(sdk).create_ssl_context()
-            return sdk.DefaultHttpxClient(verify=_CONTEXTS[sdk.__name__])
+        return sdk.DefaultHttpxClient(verify=_shared_context(sdk))
     except Exception:
         log.info("no shared SSL context for the %s SDK", sdk.__name__, exc_info=True)
         return None
@@ -49,14 +46,23 @@ def warm(
     """`request` made once through the SDK `client` built on an HTTP client whose transport
     answers `answer` in memory. Best effort: an SDK that cannot be warmed so pays on its
     first real request, as before."""
-    http_client(sdk)  # builds the shared SSL context
     try:
+        _shared_context(sdk)
         http = _http_library(sdk)
         transport = http.MockTransport(lambda _: http.Response(200, json=answer))
         with sdk.DefaultHttpxClient(transport=transport) as answered:
             request(client(answered))
     except Exception:
         log.info("the %s SDK could not be warmed up", sdk.__name__, exc_info=True)
+
+
+def _shared_context(sdk: ModuleType) -> ssl.SSLContext:
+    """Built once per SDK, as its HTTP library builds one (the environment's certificate
+    settings included); raises what building it raised."""
+    with _LOCK:
+        if sdk.__name__ not in _CONTEXTS:
+            _CONTEXTS[sdk.__name__] = _http_library(sdk).create_ssl_context()
+        return _CONTEXTS[sdk.__name__]
 
 
 def _http_library(sdk: ModuleType) -> ModuleType:
