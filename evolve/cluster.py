@@ -77,7 +77,7 @@ def _init(address: str | None) -> None:
     tries = 1 if address else START_TRIES
     for attempt in range(1, tries + 1):
         with ray_output.captured() as printed:
-            failure = _attempt(address)
+            failure = _attempt(address, stand_in_agents=attempt == 1)
         ray_output.hand_to_log(printed.lines(), log)
         if failure is None:
             printed.discard()
@@ -100,13 +100,14 @@ def _init(address: str | None) -> None:
         time.sleep(pause)
 
 
-def _attempt(address: str | None) -> Exception | None:
+def _attempt(address: str | None, stand_in_agents: bool) -> Exception | None:
     """One ray.init, after a probe of the cluster's GCS when there is one to probe; what it
-    raised, with what the failed start left running shut down."""
+    raised, with what the failed start left running shut down. A local retry starts Ray's
+    own agents: the stand-ins of the first try lean on Ray internals that a Ray may change."""
     try:
         if address and address != "auto" and not address.startswith("ray://"):
             _probe(address)
-        with nullcontext() if address else lean_start():
+        with nullcontext() if address else lean_start(stand_in_agents):
             ray.init(
                 address=address or "local",  # never a stale cluster `ray start` left behind
                 include_dashboard=False,

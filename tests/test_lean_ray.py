@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import ray
+from ray._private import services
 from ray._private.node import Node
 
 from evolve import lean_ray
-from evolve.lean_ray import left_out
+from evolve.lean_ray import STAND_IN, lean_start, left_out, with_stand_in_agents
 from tests.conftest import descendants
 
 
@@ -34,10 +38,82 @@ def test_a_local_instance_leaves_out_the_monitors_and_the_dashboard_and_still_ru
     assert ray.get(answer.remote(), timeout=60) == 42
     commands = descendants_commands(os.getpid())
     assert any("gcs_server" in c for c in commands) and any("raylet" in c for c in commands)
-    for script in ("autoscaler/_private/monitor.py", "log_monitor.py", "dashboard/dashboard.py"):
+    for script in (
+        "autoscaler/_private/monitor.py",
+        "log_monitor.py",
+        "dashboard/dashboard.py",
+        "dashboard/agent.py",
+        "runtime_env/agent/main.py",
+    ):
         assert not any(script in c for c in commands), (script, commands)
+    # The raylet's two agents are stand-ins, each with its port files written.
+    stand_ins = [
+        argv for argv in map(str.split, commands) if argv[1:4] == ["-I", "-S", str(STAND_IN)]
+    ]
+    assert len(stand_ins) == 2, commands
+    port_files = [Path(f) for argv in stand_ins for f in argv[4:]]
+    assert len(port_files) == 4 and all(f.read_text() == "-1" for f in port_files)
     # Ray's own methods are back once the start is over.
     assert all(getattr(Node, name).__name__ == name for name in left_out())
+    assert services.start_ray_process.__module__ == services.__name__
+
+
+def test_a_retried_start_gets_rays_own_agents() -> None:
+    original = services.start_ray_process
+    with lean_start(stand_in_agents=False):
+        assert services.start_ray_process is original
+    with lean_start(stand_in_agents=True):
+        assert services.start_ray_process is not original
+    assert services.start_ray_process is original
+
+
+def test_only_the_agents_commands_are_replaced_and_only_when_the_raylet_names_its_session() -> None:
+    node = "ab" * 28
+    raylet = [
+        "raylet",
+        "--session_dir=/tmp/s",
+        f"--node_id={node}",
+        "--dashboard_agent_command=python agent.py --minimal",
+        "--runtime_env_agent_command=python main.py",
+        "--object_store_memory=100",
+    ]
+    changed = with_stand_in_agents(raylet)
+    assert changed[:3] == raylet[:3] and changed[5] == raylet[5]
+    for argument, port in ((changed[3], "metrics_agent_port"), (changed[4], "runtime_env_agent")):
+        assert str(STAND_IN) in argument and f"/tmp/s/{port}" in argument and node in argument
+        assert "agent.py" not in argument and "main.py" not in argument
+    assert (
+        with_stand_in_agents([r for r in raylet if "session_dir" not in r])
+        == raylet[:1] + raylet[2:]
+    )
+
+
+def test_a_stand_in_writes_its_port_files_whole_and_ends_with_its_parent(tmp_path: Path) -> None:
+    files = [tmp_path / "metrics_agent_port_x", tmp_path / "runtime_env_agent_port_x"]
+    # A parent that starts the stand-in, then ends: as a raylet killed with SIGKILL.
+    parent = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "child = subprocess.Popen([sys.executable, '-I', '-S', *sys.argv[1:]])\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(1)",
+            str(STAND_IN),
+            *map(str, files),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    stand_in = int(parent.stdout.split()[0])
+    assert [f.read_text() for f in files] == ["-1", "-1"]
+    assert not list(tmp_path.glob("*.partial"))
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{stand_in}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{stand_in}").exists(), "the stand-in outlived its parent"
 
 
 def test_the_api_server_is_left_out_only_where_no_dashboard_module_would_wait_for_it(
