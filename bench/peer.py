@@ -8,8 +8,10 @@ store's evaluation times, start-up as the time from the command to the first chi
 evaluation, peak memory as the summed RSS of the command's process tree (Ray's processes
 included), sampled every 0.2 s. The same start-up and memory figures follow for a run with
 no model (the autotuner alone), the smallest a user starts. A last run puts a `--latency`
-second delay on every reply and reports slot efficiency: candidates per second over
-(model slots / latency), the slots being the model requests the engine keeps in flight.
+second delay on every reply, for `--rounds` rounds of replies, and reports slot
+efficiency: candidates per second over (model slots / latency), the slots being the model
+requests the engine keeps in flight, over the first 10 rounds and over them all (the first
+few rounds stand idle longer than the rest).
 
 With `--openevolve PYTHON` (the interpreter of an environment where OpenEvolve is
 installed, whose `openevolve-run` sits beside it) the same workload runs through OpenEvolve
@@ -17,7 +19,7 @@ too, alternating with evolve, and the ratio per window is printed; without it, e
 figures alone. OpenEvolve's times come from its log's iteration lines.
 
 Run: `.venv/bin/python bench/peer.py [--candidates 5000] [--repeats 2] [--latency 2]
-[--openevolve /path/to/venv/bin/python]`.
+[--rounds 20] [--openevolve /path/to/venv/bin/python]`.
 """
 
 from __future__ import annotations
@@ -243,6 +245,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=8, help="model requests in flight")
     parser.add_argument("--latency", type=float, default=2.0, help="seconds, for slot efficiency")
+    parser.add_argument("--rounds", type=int, default=20, help="of replies, for slot efficiency")
     parser.add_argument("--openevolve", help="python of an environment with OpenEvolve")
     args = parser.parse_args()
     say(f"{machine()}, {load_average()}")
@@ -281,18 +284,20 @@ def main() -> None:
     say(f"  start-up (command to the first child evaluated): {spread(startups, '.1f')} s")
     say(f"  peak RSS of the process tree: {spread([r['peak'] / 2**20 for r in offline], '.0f')} MB")
     slow = NewLineModel(args.latency)
+    slots = args.workers + args.concurrency  # model requests the engine keeps in flight
     with tempfile.TemporaryDirectory() as tmp, ScriptedLLMServer(default=slow) as server:
         folder = Path(tmp)
-        budget = 10 * (args.workers + args.concurrency)
-        task = write_task(folder / "task", budget, server.openai_url, args.concurrency)
+        task = write_task(folder / "task", args.rounds * slots, server.openai_url, args.concurrency)
         finished = run_evolve(folder, task, args.workers)["finished"]
-        # From the first request to the last child evaluated: every child waited a reply.
-        assert slow.first_asked is not None
-        rate = len(finished) / (finished[-1] - slow.first_asked)
-        slots = args.workers + args.concurrency  # model requests the engine keeps in flight
-        ideal = slots / args.latency
-        say(f"slot efficiency at {args.latency:g} s per reply, {slots} model slots: "
-            f"{rate:.2f} candidates/s of {ideal:.2f} = {rate / ideal:.1%}")  # fmt: skip
+    assert slow.first_asked is not None
+    ideal = slots / args.latency
+    say(f"slot efficiency at {args.latency:g} s per reply, {slots} model slots "
+        f"(candidates/s of the {ideal:.2f} the slots allow):")  # fmt: skip
+    # From the first request to a round's last child evaluated: every child waited a reply.
+    for rounds in sorted({min(10, args.rounds), args.rounds}):
+        children = rounds * slots
+        rate = children / (finished[children - 1] - slow.first_asked)
+        say(f"  over the first {rounds} rounds of replies: {rate:.2f} = {rate / ideal:.1%}")
 
 
 if __name__ == "__main__":
