@@ -295,7 +295,7 @@ def main() -> None:
         f"(candidates/s of the {ideal:.2f} the slots allow):")  # fmt: skip
     # From the first request to a round's last child evaluated: every child waited a reply.
     for rounds in sorted({min(10, args.rounds), args.rounds}):
-        children = rounds * slots
+        children = min(rounds * slots, len(finished))  # a run cut short reports what it did
         rate = children / (finished[children - 1] - slow.first_asked)
         say(f"  over the first {rounds} rounds of replies: {rate:.2f} = {rate / ideal:.1%}")
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from contextlib import nullcontext
 
 import ray
+from ray._private import ray_constants
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from evolve import guardian, orphans, ray_connect_errors, ray_output
@@ -21,6 +22,7 @@ from evolve.secrets import secret_names, withheld
 
 REACH_TIMEOUT_S = 5.0
 AUDIT_TIMEOUT_S = 30.0
+UV_RUN_FLAG = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"  # Ray's: a driver run by `uv run` ships its env
 START_TRIES = 3  # a local start that fails on a loaded machine is tried this often
 START_BACKOFF_S = 2.0  # after the first failure; doubled after each later one
 
@@ -56,7 +58,11 @@ def connect(address: str | None, withhold: Iterable[str] = ()) -> bool:
     if address and address != "auto":
         _check_reachable(address)
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    os.environ.setdefault(UV_RUN_FLAG, "0")
+    # Ray read both when it was imported. Its own processes read them from this environment,
+    # and ray.init reads the `uv run` one from Ray's constant (a local instance without a
+    # runtime-env agent must not be asked for that runtime environment: evolve/lean_ray.py).
+    ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = ray_constants.env_bool(UV_RUN_FLAG, True)
     with withheld(withhold):
         _init(address)
         raylet = None if address else child_named("raylet")

@@ -1,6 +1,6 @@
 """A local Ray instance without the processes a run never talks to.
 
-Beside the GCS and the raylet (with its two agents) that a run needs, `ray.init` starts:
+Beside the GCS and the raylet that a run needs, `ray.init` starts:
 - the autoscaler's monitor, but a local instance never scales;
 - the log monitor, which streams what workers print to the driver, but evolve starts
   Ray with `log_to_driver=False` and keeps that output in Ray's log files;
@@ -18,17 +18,25 @@ modules that wait for the API server's address, and would retry for it forever.
 
 Where they are missing, the raylet's two agents can be left out too: the dashboard agent
 then loads no module and serves no port, and the runtime-env agent serves only runtime
-environments, which a local run never asks for. The raylet still waits for each agent's
-port files and ends when an agent ends, so a stand-in (evolve/ray_agent_stand_in.py) writes
-the files as the real agent would ("not served") and waits for the raylet to end. The two
-agents held about 150 MB of RSS, and leaving them out took a bare `ray.init` from 1.9 s to
-0.8-1.0 s on a 2-core machine. The stand-ins lean on the names of the raylet's flags and
-its port files, so a caller that retries a failed start should retry without them.
+environments, which evolve never asks for. The raylet still waits for each agent's port
+files and ends when an agent ends, so a stand-in (evolve/ray_agent_stand_in.py) writes the
+files, every port "not served" (-1), and waits for the raylet to end. The two agents held
+about 150 MB of RSS, and leaving them out took a bare `ray.init` from 1.9 s to 0.8-1.0 s on
+a 2-core machine.
+
+What that gives up: a task or actor with a runtime environment would wait for an agent
+that serves none, and the raylet ends 30 s later. Ray makes one for the whole job where a
+RAY_RUNTIME_ENV_HOOK is set, or under `uv run` (evolve/cluster.py turns that off unless the
+user turned it on); where either would, the real agents start. The stand-ins also lean on
+the names of the raylet's flags and port files: a Ray that names them otherwise fails the
+start only at its 30 s deadline, so a caller that retries a failed start should retry
+without them.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -37,10 +45,11 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from ray._private import services
+    from ray._private import ray_constants, services
     from ray._private.node import Node
     from ray._private.utils import get_dashboard_dependency_error
 except ImportError:  # a Ray that moved them
+    ray_constants = None
     services = None
     Node = None
     get_dashboard_dependency_error = None
@@ -104,7 +113,7 @@ def _agents_stood_in() -> Iterator[None]:
     original = services.start_ray_process
 
     def start(command: list[str], process_type: str, *args: Any, **kwargs: Any) -> Any:
-        if process_type == "raylet":
+        if process_type == ray_constants.PROCESS_TYPE_RAYLET:
             command = with_stand_in_agents(command)
         return original(command, process_type, *args, **kwargs)
 
@@ -117,11 +126,14 @@ def _agents_stood_in() -> Iterator[None]:
 
 def stands_in_for_agents() -> bool:
     """Whether this Ray's agents can be left out: it lacks the dashboard's dependencies (its
-    dashboard agent serves nothing), and it has the names the stand-ins rely on."""
+    dashboard agent serves nothing), it has the names the stand-ins rely on, and it would
+    not make the job a runtime environment (see above)."""
     return (
         API_SERVER in left_out()
         and bool(AGENT_PORTS)
         and callable(getattr(services, "start_ray_process", None))
+        and not os.environ.get(ray_constants.RAY_RUNTIME_ENV_HOOK)
+        and not getattr(ray_constants, "RAY_ENABLE_UV_RUN_RUNTIME_ENV", False)
     )
 
 

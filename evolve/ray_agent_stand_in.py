@@ -4,12 +4,13 @@ A raylet starts a dashboard agent and a runtime-env agent, and waits until each 
 the ports it serves into the session directory. In Ray as evolve installs it (without the
 dashboard's dependencies), the dashboard agent serves nothing a run uses and writes -1
 ("not served") for its ports; the runtime-env agent serves only runtime environments, which
-a local run never asks for. Each is still a Python process that imports Ray: about 80 MB and
-half a second of a core at every start. This program writes the same "-1" files and then
-only waits, as an agent would, for its raylet to end: a raylet whose agent exits ends too.
+evolve never asks for (evolve/lean_ray.py says when the real ones start instead). Each is
+still a Python process that imports Ray: about 85 MB and half a second of a core at every
+start. This program writes "-1" for every port and then only waits, as an agent does, for
+its raylet to end: a raylet whose agent exits ends too.
 
 It imports nothing beyond the standard library's core, and runs with `-I -S`, so it starts
-in milliseconds and holds about 10 MB. Run as `python -I -S ray_agent_stand_in.py FILE...`,
+in milliseconds and holds about 9 MB. Run as `python -I -S ray_agent_stand_in.py FILE...`,
 where each FILE is a port file the raylet waits for (evolve/lean_ray.py names them).
 """
 
@@ -32,6 +33,14 @@ def write_port_files(paths: list[str]) -> None:
         os.replace(partial, path)
 
 
+def raylet_pid() -> int:
+    """The raylet names itself in its agents' environment, as Ray's own agents read it: a
+    raylet killed before this process had looked would otherwise leave it waiting on the
+    process that adopted it, for ever."""
+    named = os.environ.get("RAY_RAYLET_PID", "")
+    return int(named) if named.isdigit() else os.getppid()
+
+
 def wait_for_parent_to_end(parent: int) -> None:
     """A raylet killed with SIGKILL cannot stop its agents: the stand-in sees itself
     adopted by another process and ends."""
@@ -40,7 +49,9 @@ def wait_for_parent_to_end(parent: int) -> None:
 
 
 def main(paths: list[str]) -> None:
-    parent = os.getppid()
+    parent = raylet_pid()
+    if os.getppid() != parent:
+        return  # its raylet is gone already
     write_port_files(paths)
     wait_for_parent_to_end(parent)
 

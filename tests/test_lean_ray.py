@@ -10,11 +10,17 @@ from pathlib import Path
 
 import pytest
 import ray
-from ray._private import services
+from ray._private import ray_constants, services
 from ray._private.node import Node
 
-from evolve import lean_ray
-from evolve.lean_ray import STAND_IN, lean_start, left_out, with_stand_in_agents
+from evolve import cluster, lean_ray
+from evolve.lean_ray import (
+    STAND_IN,
+    lean_start,
+    left_out,
+    stands_in_for_agents,
+    with_stand_in_agents,
+)
 from tests.conftest import descendants
 
 
@@ -58,13 +64,43 @@ def test_a_local_instance_leaves_out_the_monitors_and_the_dashboard_and_still_ru
     assert services.start_ray_process.__module__ == services.__name__
 
 
-def test_a_retried_start_gets_rays_own_agents() -> None:
+def test_a_retried_start_gets_rays_own_agents(monkeypatch: pytest.MonkeyPatch) -> None:
     original = services.start_ray_process
     with lean_start(stand_in_agents=False):
         assert services.start_ray_process is original
     with lean_start(stand_in_agents=True):
         assert services.start_ray_process is not original
     assert services.start_ray_process is original
+    # What a local start asks for, try by try, when every try fails.
+    asked: list[bool] = []
+
+    def failing(address: str | None, stand_in_agents: bool) -> Exception:
+        asked.append(stand_in_agents)
+        return Exception("The current node timed out during startup.")
+
+    monkeypatch.setattr(cluster, "_attempt", failing)
+    monkeypatch.setattr(cluster, "START_BACKOFF_S", 0.0)
+    with pytest.raises(RuntimeError, match="did not start in 3 tries"):
+        cluster._init(None)
+    assert asked == [True, False, False]
+
+
+def test_a_job_that_ray_would_give_a_runtime_environment_gets_the_real_agents(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert stands_in_for_agents()
+    monkeypatch.setenv(ray_constants.RAY_RUNTIME_ENV_HOOK, "my_hooks.make_env")
+    assert not stands_in_for_agents()
+    monkeypatch.delenv(ray_constants.RAY_RUNTIME_ENV_HOOK)
+    monkeypatch.setattr(ray_constants, "RAY_ENABLE_UV_RUN_RUNTIME_ENV", True)
+    assert not stands_in_for_agents()
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_the_driver_asks_for_no_uv_run_runtime_environment() -> None:
+    # Ray reads the flag when it is imported, before evolve can set it in the environment.
+    assert os.environ["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] == "0"
+    assert ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV is False
 
 
 def test_only_the_agents_commands_are_replaced_and_only_when_the_raylet_names_its_session() -> None:
@@ -88,17 +124,33 @@ def test_only_the_agents_commands_are_replaced_and_only_when_the_raylet_names_it
     )
 
 
-def test_a_stand_in_writes_its_port_files_whole_and_ends_with_its_parent(tmp_path: Path) -> None:
-    files = [tmp_path / "metrics_agent_port_x", tmp_path / "runtime_env_agent_port_x"]
-    # A parent that starts the stand-in, then ends: as a raylet killed with SIGKILL.
+def alive(pid: int) -> bool:
+    """Running, not a zombie that nobody has reaped yet."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(") ")[2][0] != "Z"
+    except OSError:
+        return False
+
+
+def raylet_like(tmp_path: Path, files: list[Path], named_raylet: str) -> int:
+    """Run a parent that starts a stand-in as a raylet does (naming `named_raylet` as its
+    raylet; "self" for the parent itself), waits until the stand-in has written its files
+    or ended, then ends, as a raylet killed with SIGKILL; the stand-in's pid."""
     parent = subprocess.run(
         [
             sys.executable,
             "-c",
-            "import subprocess, sys, time\n"
-            "child = subprocess.Popen([sys.executable, '-I', '-S', *sys.argv[1:]])\n"
+            "import os, pathlib, subprocess, sys, time\n"
+            "named, *argv = sys.argv[1:]\n"
+            "raylet = str(os.getpid()) if named == 'self' else named\n"
+            "env = {**os.environ, 'RAY_RAYLET_PID': raylet}\n"
+            "child = subprocess.Popen([sys.executable, '-I', '-S', *argv], env=env)\n"
             "print(child.pid, flush=True)\n"
-            "time.sleep(1)",
+            "deadline = time.monotonic() + 20\n"
+            "while time.monotonic() < deadline and child.poll() is None and not all(\n"
+            "        pathlib.Path(f).exists() for f in argv[1:]):\n"
+            "    time.sleep(0.05)\n",
+            named_raylet,
             str(STAND_IN),
             *map(str, files),
         ],
@@ -107,13 +159,30 @@ def test_a_stand_in_writes_its_port_files_whole_and_ends_with_its_parent(tmp_pat
         check=True,
         timeout=30,
     )
-    stand_in = int(parent.stdout.split()[0])
+    return int(parent.stdout.split()[0])
+
+
+def test_a_stand_in_writes_its_port_files_and_ends_with_its_raylet(tmp_path: Path) -> None:
+    files = [tmp_path / "metrics_agent_port_x", tmp_path / "runtime_env_agent_port_x"]
+    stand_in = raylet_like(tmp_path, files, "self")
     assert [f.read_text() for f in files] == ["-1", "-1"]
     assert not list(tmp_path.glob("*.partial"))
     deadline = time.monotonic() + 10
-    while Path(f"/proc/{stand_in}").exists() and time.monotonic() < deadline:
+    while alive(stand_in) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not Path(f"/proc/{stand_in}").exists(), "the stand-in outlived its parent"
+    assert not alive(stand_in), "the stand-in outlived its raylet"
+
+
+def test_a_stand_in_whose_raylet_is_gone_before_it_looks_ends_at_once(tmp_path: Path) -> None:
+    # Its parent is not the raylet named in its environment: that raylet has ended, and
+    # the stand-in was adopted by the process now its parent.
+    files = [tmp_path / "runtime_env_agent_port_x"]
+    stand_in = raylet_like(tmp_path, files, str(2**22 + 1))
+    deadline = time.monotonic() + 10
+    while alive(stand_in) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(stand_in)
+    assert not files[0].exists()
 
 
 def test_the_api_server_is_left_out_only_where_no_dashboard_module_would_wait_for_it(
