@@ -1,5 +1,10 @@
 """Candidates the engine saw lately, kept in memory: parents are picked again and again, and
-the engine is the only writer of candidates, so what it remembers is never stale."""
+the engine is the only writer of candidates, so what it remembers is never stale.
+
+It keeps the candidates used most lately: a parent picked often stays while the flood of new
+children passes through. A candidate it lacks has not been remembered for thousands of
+candidates, so no write of the store's open turn touches it, and it is read without first
+writing the turn's deferred writes (a search that explores picks old candidates often)."""
 
 from __future__ import annotations
 
@@ -17,11 +22,13 @@ class CandidateCache:
 
     def get(self, candidate_id: int) -> CandidateRecord:
         record = self.records.get(candidate_id)
+        if record is not None:
+            self.records.move_to_end(candidate_id)
+            return record
+        record = self.store.candidate(candidate_id, flush=False)
         if record is None:
-            record = self.store.candidate(candidate_id)
-            if record is None:
-                raise LookupError(f"candidate #{candidate_id} is not in the store")
-            self.remember(record)
+            raise LookupError(f"candidate #{candidate_id} is not in the store")
+        self.remember(record)
         return record
 
     def remember(self, record: CandidateRecord) -> None:

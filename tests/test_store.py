@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,10 +20,11 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, inspect, text
+from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
+from evolve.candidate_cache import CandidateCache
 from evolve.program import Program
 from evolve.results import Counter, EvalResult, StageResult
 from evolve.store import CandidateRecord, Opening, Settlement, Store, default_url
@@ -582,6 +584,55 @@ def test_a_proposal_made_in_the_driver_is_written_settled_in_one_row(store: Stor
     )
     assert store.proposal_outcomes(RUN) == {"candidate": 1, "duplicate": 1}
     assert store.bandit_arms(RUN) == {arm: (2, 0.0, 0.0)}
+
+
+def test_the_engines_cache_reads_a_candidate_it_lacks_without_writing_the_turn_early(
+    store: Store,
+) -> None:
+    """A candidate the cache lacks has no deferred write in the turn: its read goes alone,
+    and the turn's writes still go out together, once, at its end."""
+    old, parent = add(store, 1), add(store, 2)
+    cache = CandidateCache(store, size=2)
+    opening = Opening(RUN, "autotune", (parent.id,), 0)
+    with statements_sent(store) as sent:
+        with store.turn():
+            store.settle_proposal(Settlement(opening, "duplicate", detail="again"))
+            sent.clear()
+            assert cache.get(old.id).program == old.program
+            assert sent == ["SELECT"]
+            store.settle_proposal(Settlement(opening, "duplicate", detail="again"))
+            sent.clear()
+        assert sent.count("INSERT") == 1  # both rows, in one executemany at the turn's end
+    assert store.proposal_outcomes(RUN) == {"duplicate": 2}
+
+
+def test_the_engines_cache_keeps_the_candidates_used_most_lately(store: Store) -> None:
+    first, second, third = add(store, 1), add(store, 2), add(store, 3)
+    cache = CandidateCache(store, size=2)
+    cache.remember(first)
+    cache.remember(second)
+    cache.get(first.id)  # a parent picked again outlives one remembered after it
+    cache.remember(third)
+    with statements_sent(store) as sent:
+        assert cache.get(first.id) == first and cache.get(third.id) == third
+        assert sent == []
+        assert cache.get(second.id) == second
+        assert [word for word in sent if word != "BEGIN"] == ["SELECT"]
+
+
+@contextmanager
+def statements_sent(store: Store) -> Iterator[list[str]]:
+    """The first word of each SQL statement the store sends while the block runs."""
+    sent: list[str] = []
+
+    def note(conn: object, cursor: object, statement: str, *rest: object) -> None:
+        sent.append(statement.split()[0].upper())
+
+    event.listen(store._engine, "before_cursor_execute", note)
+    try:
+        yield sent
+    finally:
+        event.remove(store._engine, "before_cursor_execute", note)
 
 
 def test_settled_proposals_written_late_in_a_turn_are_read_back_and_kept(store: Store) -> None:

@@ -146,12 +146,13 @@ class Database:
             yield connection
 
     @contextmanager
-    def _reading(self) -> Iterator[Connection]:
-        """A connection for reads: the open turn's, which sees the turn's writes, or one
-        of its own."""
+    def _reading(self, flush: bool = True) -> Iterator[Connection]:
+        """A connection for reads: the open turn's, which sees the turn's writes (its
+        deferred ones too, unless not `flush`), or one of its own."""
         turn = self._turn
         if turn is not None and turn[0] == threading.get_ident():
-            flush_deferred(turn[1])
+            if flush:
+                flush_deferred(turn[1])
             yield turn[1]
             return
         with self._engine.connect() as connection:
