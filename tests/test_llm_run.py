@@ -301,26 +301,29 @@ class SlowNewLines:
 
 
 @pytest.mark.usefixtures("ray_session")
+@pytest.mark.parametrize(("concurrency", "candidates"), [(1, 12), (39, 120)])
 def test_model_requests_never_outnumber_the_slots_and_the_next_ones_wait_ready(
-    tmp_path: Path,
+    tmp_path: Path, concurrency: int, candidates: int
 ) -> None:
-    """One evaluation worker and `concurrency: 1`: two model slots. As many proposals
-    again wait in the proposal worker, so a reply's slot goes to one at once."""
+    """One evaluation worker and `concurrency`: that many model slots and one more. As many
+    proposals again wait in the proposal workers, so a reply's slot goes to one at once.
+    40 slots take two proposal workers (32 slots at most each), which share them out."""
+    slots = concurrency + 1
     model = SlowNewLines(0.5)
     with ScriptedLLMServer(default=model) as server:
-        task_file = _task(tmp_path, server.openai_url, candidates=12)
+        task_file = _task(tmp_path, server.openai_url, candidates=candidates)
         text = task_file.read_text().replace("  timeout_s: 2\n", "  timeout_s: 10\n")
-        task_file.write_text(text + "  concurrency: 1\n  finisher_share: 0\n")
+        task_file.write_text(text + f"  concurrency: {concurrency}\n  finisher_share: 0\n")
         outcome, store = _run(tmp_path, task_file)
         served = len(server.requests)
 
-    assert outcome.reason == "candidate budget reached (12)"
-    assert model.most == 2, f"{model.most} model requests were answered at once"
+    assert outcome.reason == f"candidate budget reached ({candidates})"
+    assert model.most == slots, f"{model.most} model requests were answered at once"
     proposals = store.proposals("llm")
     assert len(proposals) == served and {p.outcome for p in proposals} == {"candidate"}
     assert model.first_answer is not None
     ahead = [p for p in proposals if p.created_at < model.first_answer]
-    assert len(ahead) == 4, "two proposals asking and two waiting before the first reply"
+    assert len(ahead) == 2 * slots, "a proposal asking and one waiting, per slot"
 
 
 def test_evolve_run_on_matmul_with_an_anthropic_model_improves_on_the_seed(tmp_path: Path) -> None:
