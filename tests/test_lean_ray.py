@@ -88,6 +88,8 @@ def test_a_retried_start_gets_rays_own_agents(monkeypatch: pytest.MonkeyPatch) -
 def test_a_job_that_ray_would_give_a_runtime_environment_gets_the_real_agents(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.delenv(ray_constants.RAY_RUNTIME_ENV_HOOK, raising=False)
+    monkeypatch.setattr(ray_constants, "RAY_ENABLE_UV_RUN_RUNTIME_ENV", False)  # as connect sets
     assert stands_in_for_agents()
     monkeypatch.setenv(ray_constants.RAY_RUNTIME_ENV_HOOK, "my_hooks.make_env")
     assert not stands_in_for_agents()

@@ -75,7 +75,7 @@ class Candidates(Database):
     def candidate(self, candidate_id: int, *, flush: bool = True) -> CandidateRecord | None:
         """Not `flush`: read what is written so far, without first writing the open turn's
         deferred writes (evolve/store/deferred.py), for a caller that knows none of them
-        touches this candidate. Inside a turn, that write was two thirds of a read's cost."""
+        touches this candidate: they stay one batch, written at the turn's end."""
         with self._reading(flush) as connection:
             row = connection.execute(statements.CANDIDATE, {"id": candidate_id}).one_or_none()
             return None if row is None else CandidateRecord.of(row)
