@@ -341,6 +341,7 @@ def test_a_change_is_summarised_in_one_line() -> None:
     assert summary.endswith("...`") and len(summary) < 100
     two = Program({"k.c": KERNEL, "h.h": "#define N 4\n"})
     assert summarize_change(before, two) == "+1/-0 lines in h.h: `#define N 4`"
+
     # Lines alike at both ends are not compared (the ones between are), whatever repeats.
     def block(text: str) -> Program:
         return Program({"r.c": f"// EVOLVE-BLOCK-START\n{text}// EVOLVE-BLOCK-END\n"})
