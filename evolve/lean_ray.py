@@ -21,7 +21,7 @@ then loads no module and serves no port, and the runtime-env agent serves only r
 environments, which evolve never asks for. The raylet still waits for each agent's port
 files and ends when an agent ends, so a stand-in (evolve/ray_agent_stand_in.py) writes the
 files, every port "not served" (-1), and waits for the raylet to end. The two agents held
-about 150 MB of RSS, and leaving them out took a bare `ray.init` from 1.9 s to 0.8-1.0 s on
+about 150 MB of RSS, and leaving them out took a bare `ray.init` from 1.9-3.1 s to 0.8-1.0 s on
 a 2-core machine.
 
 What that gives up: a task or actor with a runtime environment would wait for an agent
