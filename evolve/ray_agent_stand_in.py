@@ -5,9 +5,9 @@ the ports it serves into the session directory. In Ray as evolve installs it (wi
 dashboard's dependencies), the dashboard agent serves nothing a run uses and writes -1
 ("not served") for its ports; the runtime-env agent serves only runtime environments, which
 evolve never asks for (evolve/lean_ray.py says when the real ones start instead). Each is
-still a Python process that imports Ray: about 85 MB and half a second of a core at every
-start. This program writes "-1" for every port and then only waits, as an agent does, for
-its raylet to end: a raylet whose agent exits ends too.
+still a Python process that imports Ray, 80-88 MB, at every start. This program writes
+"-1" for every port and then only waits, as an agent does, for its raylet to end: a raylet
+whose agent exits ends too.
 
 It imports nothing beyond the standard library's core, and runs with `-I -S`, so it starts
 in milliseconds and holds about 9 MB. Run as `python -I -S ray_agent_stand_in.py FILE...`,
