@@ -54,13 +54,18 @@ class Admission:
         self.store, self.run_name = store, run_name
         self.novelty, self.budgets, self.events = novelty, budgets, events
         self.recent = recent  # every settlement is told, for later prompts on the parent
-        # Every program of the run by its code hash, so that a duplicate (half of all
-        # proposals, once an autotuned run has converged) costs no query to find.
+        # Every program of the run by its code hash, so that a duplicate, or an autotuner
+        # draw that repeats a program (most draws, once an autotuned run has converged),
+        # costs no query to find.
         self.owners: dict[str, int] = {}
 
     def known(self, candidate_id: int, program: Program) -> None:
         """A program the run holds, from the store on resume or just added."""
         self.owners.setdefault(program.code_hash, candidate_id)
+
+    def holds(self, program: Program) -> bool:
+        """Whether the run holds this program already (or has it waiting)."""
+        return program.code_hash in self.owners
 
     def admit(self, job: MutationJob, proposal: Proposal) -> CandidateRecord | None:
         """A child the run does not hold yet becomes a pending candidate; a duplicate, or a

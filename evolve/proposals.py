@@ -26,11 +26,11 @@ from ray.exceptions import RayError
 
 from evolve import workers
 from evolve.admission import FINISHER, Admission, MutationJob
+from evolve.autotuner_draws import draw_new
 from evolve.briefing import Briefing
 from evolve.budgets import Budgets
 from evolve.candidate_cache import CandidateCache
 from evolve.events import Event, EventLog
-from evolve.llm.hooks import CallHooks
 from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Mutator, Proposal
 from evolve.mutators.llm import key_names, model_config
 from evolve.program import Program
@@ -236,7 +236,9 @@ class Proposer:
         if isinstance(mutator, Autotuner):
             opening = Opening(self.run_name, name, tuple(parents), island, arm)
             job = MutationJob(island, parent, name, opening, arm)
-            self.made.append((job, workers.make_proposal(mutator, request, Keys(), CallHooks())))
+            made, repeats = draw_new(mutator, request, self.admission.holds)
+            self.budgets.fruitless += repeats
+            self.made.append((job, made))
             return
         proposal_id = self.store.open_proposal(
             self.run_name, operator=name, parent_ids=parents, island=island, arm=arm

@@ -1,0 +1,109 @@
+"""The autotuner draws again, in the driver, while it repeats a program the run holds: each
+repeat counts toward the fruitless stop as a duplicate proposal would, but only the last
+draw reaches the ledger."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from evolve.autotuner_draws import DRAWS, draw_new
+from evolve.budgets import MAX_FRUITLESS
+from evolve.engine import Engine
+from evolve.llm.hooks import CallHooks
+from evolve.mutators import Autotuner, MutationRequest, Parent, Proposal
+from evolve.program import Program
+from evolve.secrets import Keys
+from evolve.store import Store
+from evolve.taskfile import load_task, make_evaluator
+from evolve.workers import make_proposal
+
+# One knob with three values: from 1 the autotuner can only reach 0 or 2.
+THREE_VALUES = """\
+# EVOLVE-BLOCK-START
+A = 1  # @knob int 0..2
+# EVOLVE-BLOCK-END
+"""
+TUNER = Autotuner({"crossover": 0})
+
+
+def request(seed: int) -> MutationRequest:
+    return MutationRequest(Parent(1, Program({"s.py": THREE_VALUES}), 0.0), (), seed)
+
+
+def value(program: Program) -> str:
+    return program.files["s.py"].splitlines()[1][:5]
+
+
+def test_a_draw_the_run_does_not_hold_is_kept_at_once() -> None:
+    first = make_proposal(TUNER, request(3), Keys(), CallHooks())
+    made, repeats = draw_new(TUNER, request(3), lambda program: False)
+    assert repeats == 0 and isinstance(made, Proposal) and isinstance(first, Proposal)
+    assert made.program == first.program  # the request's seed decides, as before
+
+
+def test_repeats_are_drawn_again_until_a_new_program() -> None:
+    """From A = 1 only A = 0 and A = 2 exist; with A = 0 held, every seed ends on A = 2
+    unless all its draws repeat A = 0, and some seed must have needed more than one."""
+    held = {"A = 0"}
+    repeats_seen = []
+    for seed in range(40):
+        made, repeats = draw_new(TUNER, request(seed), lambda p: value(p) in held)
+        assert isinstance(made, Proposal)
+        assert value(made.program) == "A = 2" or repeats == DRAWS - 1
+        assert draw_new(TUNER, request(seed), lambda p: value(p) in held) == (made, repeats)
+        repeats_seen.append(repeats)
+    assert max(repeats_seen) >= 1 and min(repeats_seen) == 0
+
+
+def test_the_last_draw_is_the_proposal_when_every_draw_repeats() -> None:
+    made, repeats = draw_new(TUNER, request(5), lambda program: True)
+    assert repeats == DRAWS - 1 and isinstance(made, Proposal)
+
+
+def test_a_failed_draw_is_not_drawn_again() -> None:
+    fixed = "# EVOLVE-BLOCK-START\nA = 1  # @knob int 1..1\n# EVOLVE-BLOCK-END\n"
+    parent = Parent(1, Program({"s.py": fixed}), 0.0)
+    made, repeats = draw_new(TUNER, MutationRequest(parent, (), 1), lambda program: True)
+    assert repeats == 0 and not isinstance(made, Proposal)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_run_with_nothing_left_to_draw_stops_with_few_ledger_rows(tmp_path: Path) -> None:
+    """Two knob values in all: once both are held, every draw repeats one. The run stops
+    on the fruitless streak, each proposal in it having counted DRAWS toward it, so the
+    ledger holds fewer duplicates than the streak's length: every one of them was a row
+    before. (Any evaluation that passes, a re-measurement too, starts the streak again.)"""
+    (tmp_path / "seed.py").write_text(
+        "# EVOLVE-BLOCK-START\nA = 1  # @knob int 0..1\n# EVOLVE-BLOCK-END\n"
+    )
+    (tmp_path / "task.yaml").write_text(
+        textwrap.dedent(
+            """\
+            name: two
+            seed: seed.py
+            evaluator: {name: synthetic, params: {target: 5}}
+            objectives: [{name: distance, direction: minimize}]
+            search: {islands: 1}
+            budget: {candidates: 50}
+            sandbox: {backend: process}
+            """
+        )
+    )
+    task = load_task(tmp_path / "task.yaml")
+    store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
+    run = store.create_run("r", task_path=str(task.path), task_yaml=task.text, seed=1, settings={})
+    engine = Engine(
+        task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path / "results"
+    )
+    outcome = engine.run()
+    assert (
+        outcome.reason == f"the last {MAX_FRUITLESS} proposals were all known programs or failures"
+    )
+    assert store.count_candidates("r") == 2
+    outcomes = store.proposal_outcomes("r")
+    assert outcomes["candidate"] == 1
+    assert outcomes["duplicate"] * DRAWS >= MAX_FRUITLESS
+    assert outcomes["duplicate"] < MAX_FRUITLESS
