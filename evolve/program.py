@@ -191,8 +191,10 @@ def layout_free(path: str, text: str) -> str:
     return "\n".join(kept)
 
 
+@lru_cache(maxsize=SPLITS_KEPT)
 def c_like(path: str) -> bool:
-    """Whether the file is C or C++ (or CUDA) by its name, as compilers pick a language."""
+    """Whether the file is C or C++ (or CUDA) by its name, as compilers pick a language.
+    Kept: a run has a few file names, asked about at every hash, and a Path is slow to make."""
     return Path(path).suffix.lower() in C_LIKE
 
 

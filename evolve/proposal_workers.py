@@ -112,6 +112,12 @@ class ProposalWorker:
         """The run stops: proposals still waiting for a slot end unsent."""
         self.slots.close()
 
+    @ray.method(concurrency_group="control")
+    def flushed(self, timeout_s: float) -> int:
+        """Waits for the calls this worker sent to the host's ledger (see RemoteLedger);
+        how many were still unconfirmed when `timeout_s` ran out."""
+        return self.sink.flush(timeout_s) if isinstance(self.sink, RemoteLedger) else 0
+
     # The hosted services, for the other proposal workers and the driver. Each part has a
     # thread of its own, beside the proposals' threads.
 
@@ -223,8 +229,8 @@ class ProposalWorkers:
 
     def close(self) -> None:
         """Proposals still running are abandoned with their actors, once the ledger has
-        written the calls it was sent."""
-        self.services.drain()
+        written the calls it was sent, from this worker and the others."""
+        self.services.drain(self.actors[1:])
         for actor in self.actors:
             ray.kill(actor)
         self.actors, self.busy = [], {}

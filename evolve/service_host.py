@@ -24,6 +24,8 @@ from evolve.llm.circuit import BASE_S, CAP_S, ProviderCircuits, SharedCircuits, 
 from evolve.llm.hooks import Written
 from evolve.llm.records import Status
 
+PRUNE_AT = 256  # writes kept before the confirmed ones are looked for and forgotten
+
 
 @dataclass(frozen=True)
 class ServicePlan:
@@ -73,13 +75,40 @@ class HostedServices:
         return SharedCircuits(self.ask, self.report)
 
 
-@dataclass(frozen=True)
 class RemoteLedger:
     """A call's sink in a proposal worker that does not host the services: each call goes
-    to the host's `record`, which answers once the call is stored."""
+    to the host's `record`, which answers once the call is stored.
 
-    host: ray.actor.ActorHandle
+    The writes not yet confirmed are kept, for `flush`: when a run stops, a proposal still
+    running is abandoned with its worker, and only the ledger has the calls it made. Ray
+    runs a threaded actor's calls from different callers in any order, so the driver's
+    `drained` could overtake a write still on its way; the driver has each such worker
+    flush first."""
+
+    def __init__(self, host: ray.actor.ActorHandle) -> None:
+        self.host = host
+        self._sent: list[ray.ObjectRef] = []
+        self._prune_at = PRUNE_AT
+        self._lock = threading.Lock()
+
+    def __reduce__(self) -> tuple[type[RemoteLedger], tuple[ray.actor.ActorHandle]]:
+        """A copy sent elsewhere keeps the host, and keeps track of its own writes."""
+        return RemoteLedger, (self.host,)
 
     def send(self, proposal_id: int, call: LLMCall) -> Written:
         write = self.host.record.remote(proposal_id, call)
+        with self._lock:
+            self._sent.append(write)
+            if len(self._sent) >= self._prune_at:  # forget the confirmed ones, now and then
+                _, self._sent = ray.wait(self._sent, num_returns=len(self._sent), timeout=0)
+                self._prune_at = max(PRUNE_AT, 2 * len(self._sent))
         return lambda timeout_s: ray.get(write, timeout=timeout_s)
+
+    def flush(self, timeout_s: float) -> int:
+        """Waits for every write sent so far; how many were still unconfirmed at the end."""
+        with self._lock:
+            sent, self._sent = self._sent, []
+        if not sent:
+            return 0
+        _, unconfirmed = ray.wait(sent, num_returns=len(sent), timeout=timeout_s)
+        return len(unconfirmed)

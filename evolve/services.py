@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 
 import ray
 from ray.actor import ActorHandle
@@ -48,11 +49,19 @@ class RunServices:
             self._asked_at = time.monotonic()
         return self._line
 
-    def drain(self) -> None:
+    def drain(self, others: Sequence[ActorHandle] = ()) -> None:
         """Before the host is stopped, the ledger writer finishes the writes it was sent:
-        each is a call that was paid for."""
+        each is a call that was paid for. `others`, the proposal workers that reach it
+        through Ray, first wait for the writes they sent: a threaded actor runs calls from
+        different callers in any order, and `drained` could overtake one still on its way."""
         if self.host is None:
             return
+        try:
+            flushed = [worker.flushed.remote(DRAIN_TIMEOUT_S) for worker in others]
+            if unconfirmed := sum(ray.get(flushed, timeout=2 * DRAIN_TIMEOUT_S)):
+                log.warning("%d model call(s) sent to the ledger writer unconfirmed", unconfirmed)
+        except RayError:
+            log.exception("the proposal workers did not confirm the writes they sent")
         try:
             ray.get(self.host.drained.remote(), timeout=DRAIN_TIMEOUT_S)
         except RayError:

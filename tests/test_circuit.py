@@ -246,7 +246,9 @@ def test_workers_share_one_circuit_so_a_storm_costs_probes_not_a_stream(tmp_path
 def test_a_process_trusts_closed_for_a_while_and_reports_only_what_moves_the_circuit(
     tmp_path: Path,
 ) -> None:
-    plan = ServicePlan(f"sqlite:///{tmp_path / 'e.db'}", base_s=0.2, cap_s=0.2)
+    # Open for a second at a time: long enough that the asks below, a Ray call each, come
+    # before it half-opens on a loaded machine (0.2 s was not, once in six runs).
+    plan = ServicePlan(f"sqlite:///{tmp_path / 'e.db'}", base_s=1.0, cap_s=1.0)
     circuits = start_worker(NO_MUTATORS, plan, ())
     here = SharedCircuits.reaching(circuits, trust_s=60.0)
     elsewhere = SharedCircuits.reaching(circuits)

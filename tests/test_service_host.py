@@ -5,6 +5,7 @@ up."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,10 +22,11 @@ from evolve.mutators import MutationError, MutationRequest, Parent, Proposal
 from evolve.program import Program
 from evolve.proposal_workers import NO_MUTATORS, start_worker
 from evolve.secrets import Keys
-from evolve.service_host import ServicePlan
+from evolve.service_host import RemoteLedger, ServicePlan
+from evolve.services import RunServices
 from evolve.store import Store
 from tests.conftest import SYNTHETIC_SEED
-from tests.fakes.llm_server import Reply, ScriptedLLMServer
+from tests.fakes.llm_server import Reply, ScriptedLLMServer, Stall
 
 RUN = "hosted"
 
@@ -103,3 +105,94 @@ def test_a_worker_that_does_not_host_the_services_streams_its_calls_to_the_one_t
     # them, before the proposal returned.
     stored = store.proposal_calls(proposal)
     assert sorted(c.call_id for c in stored) == sorted(c.call_id for c in failed.calls)
+
+
+class AskTwiceThenWait:
+    """A mutator whose third request outlasts the run: its first two calls are in the
+    ledger only, since the proposal never returns."""
+
+    name = "waiter"
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        self.url = params["url"]
+
+    def propose(self, request: MutationRequest) -> Proposal:
+        client = LLMClient(parse_model({"model": "scripted", "base_url": self.url}))
+        for _ in range(3):
+            client.complete("sys", [{"role": "user", "content": "go"}], max_tokens=9)
+        raise MutationError("not reached", ())
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_stopping_run_keeps_the_calls_another_worker_sent_before_it_stopped(
+    tmp_path: Path,
+) -> None:
+    """The calls of a proposal abandoned in a worker that reaches the ledger through Ray are
+    written before the host stops, even while the store holds their writes up. (Ray ran
+    the host's calls in the order they arrived in every try here; the drain does not rely
+    on it, as the test below shows.)"""
+    db = tmp_path / "e.db"
+    store = Store(f"sqlite:///{db}")
+    store.create_run(RUN, task_path="t", task_yaml="", seed=0, settings={})
+    seed = store.plant_seed(RUN, Program({"s.py": SYNTHETIC_SEED}))
+    proposal = store.open_proposal(RUN, operator="waiter", parent_ids=[seed.id], island=0)
+    services = RunServices(ServicePlan(store.url))
+    steps = (Reply("one"), Reply("two"), Stall(30.0))
+    with ScriptedLLMServer(*steps) as server:
+        mutators = cloudpickle.dumps({"waiter": AskTwiceThenWait({"url": server.openai_url})})
+        services.host = start_worker(NO_MUTATORS, services.plan, ())
+        ray.get(services.host.drained.remote(), timeout=60)  # started, with its store open
+        other = start_worker(mutators, services.host, ())
+        blocker = sqlite3.connect(db, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")  # the store's write lock, held by another process
+        try:
+            request = MutationRequest(Parent(seed.id, seed.program, None), (), seed=1)
+            other.propose.remote("waiter", request, Keys({}), proposal, True)
+            deadline = time.monotonic() + 60
+            while len(server.requests) < 3:
+                assert time.monotonic() < deadline, "the third request never came"
+                time.sleep(0.01)
+            draining = threading.Thread(target=services.drain, args=([other],))
+            draining.start()
+            draining.join(timeout=1.0)
+            assert draining.is_alive(), "the drain ended while the writes were held up"
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        draining.join(timeout=60)
+        assert not draining.is_alive()
+        for actor in (other, services.host):
+            ray.kill(actor)
+    # Both answered calls; the stalled third may add a failed one, if the server stops
+    # before the worker it was cut off from.
+    assert [c.status for c in store.proposal_calls(proposal)][:2] == ["ok", "ok"]
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_flush_waits_for_the_writes_sent_and_counts_those_left_unconfirmed(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "e.db"
+    store = Store(f"sqlite:///{db}")
+    store.create_run(RUN, task_path="t", task_yaml="", seed=0, settings={})
+    seed = store.plant_seed(RUN, Program({"s.py": SYNTHETIC_SEED}))
+    proposal = store.open_proposal(RUN, operator="diff", parent_ids=[seed.id], island=0)
+    host = start_worker(NO_MUTATORS, ServicePlan(store.url), ())
+    ray.get(host.drained.remote(), timeout=60)
+    ledger = RemoteLedger(host)
+    blocker = sqlite3.connect(db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        for n in range(2):
+            call = LLMCall("openai", "m", "p", "r", 10, 5, 0.01, 0.1, "ok", started_at=n)
+            ledger.send(proposal, call)
+        assert ledger.flush(0.5) == 2, "both writes are held up by the lock"
+        assert ledger.flush(0.5) == 0, "a flush waits only for what was sent since the last"
+        call = LLMCall("openai", "m", "p", "r", 10, 5, 0.01, 0.1, "ok", started_at=2)
+        ledger.send(proposal, call)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert ledger.flush(30) == 0
+    assert len(store.proposal_calls(proposal)) == 3
+    ray.kill(host)
