@@ -60,7 +60,7 @@ class RunOptions:
 
 
 def open_store(url: str) -> Store:
-    """The store, after marking runs whose driver was killed as stopped and cleaning up
+    """The store, after marking the runs of drivers killed on this host `killed` and cleaning up
     what they left (evolve/orphans.py): every command that reads runs sees them as they are."""
     store = Store(url)
     orphans.sweep(store)

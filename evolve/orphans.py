@@ -9,11 +9,12 @@ all, and its run still says `running`. So:
   files they hold open in its session directory) and then removes sandbox containers whose
   owning worker is gone. The driver runs it after shutting Ray down, and the guardian
   (evolve/guardian.py) runs it when the driver ends without doing so;
-- `sweep`, which every `evolve` command that opens a store runs first, marks as `stopped`
-  each run that says `running` but whose driver on this host is gone, closes the
-  proposals it left in flight as `interrupted` (their paid calls are already stored), and
-  cleans up after it. Runs driven from other hosts are left alone: only their host can
-  tell.
+- `sweep`, which every `evolve` command that opens a store runs first, marks as `killed`
+  each run that says `running` but whose driver on this host is gone (as its lapsed lease
+  shows it anywhere, evolve/run_states.py; `stopped` is for a driver that stopped
+  cleanly), closes the proposals it left in flight as `interrupted` (their paid calls are
+  already stored), and cleans up after it. Runs driven from other hosts are left alone:
+  only their host can tell.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def reap_sandboxes() -> int:
 
 
 def sweep(store: Store) -> None:
-    """Mark this host's runs whose driver is gone as stopped, and clean up after them."""
+    """Mark this host's runs whose driver is gone as killed, and clean up after them."""
     dead: list[tuple[str, ProcessId]] = []
     for run in store.list_runs():
         if run.status == "running" and run.driver is not None:
@@ -58,10 +59,10 @@ def sweep(store: Store) -> None:
             if driver.gone():
                 dead.append((run.name, driver))
     for name, driver in dead:
-        store.set_run_status(name, "stopped")
+        store.set_run_status(name, "killed")
         store.interrupt_proposals(name)
         log.warning(
-            "run %s was left running by a driver that is gone (pid %d): marked stopped; "
+            "run %s was left running by a driver that is gone (pid %d): marked killed; "
             "continue it with: evolve run --resume %s",
             name,
             driver.pid,

@@ -162,8 +162,8 @@ def test_after_kill_9_of_the_driver_nothing_of_the_run_lives_5_s(
         [*EVOLVE, "leaderboard", "sleepy"], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert board.returncode == 0, board.stderr
-    assert "marked stopped" in board.stderr and "(stopped)" in board.stdout
-    assert _status(tmp_path) == "stopped"
+    assert "marked killed" in board.stderr and "(killed)" in board.stdout
+    assert _status(tmp_path) == "killed"
 
 
 @needs_docker
@@ -189,7 +189,7 @@ def test_the_next_command_cleans_up_when_the_guardian_died_too(tmp_path: Path) -
     finally:
         _kill_group(driver)
     assert board.returncode == 0, board.stderr
-    assert "marked stopped" in board.stderr and _status(tmp_path) == "stopped"
+    assert "marked killed" in board.stderr and _status(tmp_path) == "killed"
     assert not _containers(run), "the next command left the sandbox containers"
     assert not _alive(run), f"the next command left {_alive(run)}"
 

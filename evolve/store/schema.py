@@ -31,7 +31,7 @@ NAMING_CONVENTION = {
 }
 
 PENDING = "pending"
-RUN_STATUSES = ("running", "finished", "stopped", "failed")
+RUN_STATUSES = ("running", "finished", "stopped", "failed", "killed")
 EVALUATION_KINDS = ("evaluate", "remeasure")
 
 
