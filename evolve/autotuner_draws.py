@@ -3,12 +3,15 @@ the run already holds.
 
 Near a bound, or once a run has converged, most of the autotuner's moves land on a program
 the run holds: in `bench/overhead.py` two proposals in three did. Each such proposal cost
-the driver as much as a new child (a parent picked and briefed, the change summarized, a
-`duplicate` row in the ledger) and evaluated nothing. A draw takes microseconds and costs
-no money, so the driver draws again with a fresh seed, up to DRAWS times, and only the last
-draw becomes the proposal. Each repeat counts toward the fruitless stop as the duplicate
-proposal it replaces did, so a run whose neighbourhood is exhausted stops after as many
-repeats as before.
+the driver a parent picked and briefed, the change summarized and a `duplicate` row in the
+ledger, on top of the draw itself, and evaluated nothing. A draw costs a fraction of a
+millisecond and no money, so the driver draws again with a fresh seed, up to DRAWS times,
+and only the last draw becomes the proposal.
+
+A proposal counts once toward the fruitless stop, by its last draw, as before: the stop
+still comes after MAX_FRUITLESS parent picks in a row that found nothing new (a run whose
+neighbourhood is exhausted spends at most DRAWS times as many draws getting there), so a
+run where only a few parents still have new neighbours is not given up on sooner.
 """
 
 from __future__ import annotations
@@ -23,19 +26,17 @@ from evolve.program import Program
 from evolve.secrets import Keys
 from evolve.workers import MutationFailed, make_proposal
 
-DRAWS = 8  # an autotuner proposal's draws at most; each after the first repeated a program
+DRAWS = 8  # an autotuner proposal's draws at most
 
 
 def draw_new(
     autotuner: Autotuner, request: MutationRequest, held: Callable[[Program], bool]
-) -> tuple[Proposal | MutationFailed, int]:
-    """The first draw whose program is not `held`, or a failure, or the last draw; and how
-    many repeats were drawn before it. Each seed comes from the one before, so the request's
-    seed still decides the proposal."""
-    repeats = 0
-    made = make_proposal(autotuner, request, Keys(), CallHooks())
-    while repeats < DRAWS - 1 and isinstance(made, Proposal) and held(made.program):
-        repeats += 1
-        request = replace(request, seed=random.Random(request.seed).getrandbits(63))
+) -> Proposal | MutationFailed:
+    """The first draw whose program is not `held`, or a failure, or the last draw. Each seed
+    comes from the one before, so the request's seed still decides the proposal."""
+    for draw in range(DRAWS):
         made = make_proposal(autotuner, request, Keys(), CallHooks())
-    return made, repeats
+        if draw == DRAWS - 1 or not isinstance(made, Proposal) or not held(made.program):
+            break
+        request = replace(request, seed=random.Random(request.seed).getrandbits(63))
+    return made

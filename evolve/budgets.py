@@ -14,8 +14,7 @@ from evolve.llm import LLMCall
 from evolve.store import Store
 from evolve.task import Budget
 
-MAX_FRUITLESS = 200  # proposals in a row that were duplicates or failures before giving up;
-# an autotuner draw that repeated a program counts as one (evolve/autotuner_draws.py)
+MAX_FRUITLESS = 200  # proposals in a row that were duplicates or failures before giving up
 WALL_FLUSH_S = 1.0
 
 

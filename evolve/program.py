@@ -19,6 +19,7 @@ _COMMENT = r"(?://|#|/\*|--|;)"
 START = re.compile(rf"^\s*{_COMMENT}\s*EVOLVE-BLOCK-START\b")
 END = re.compile(rf"^\s*{_COMMENT}\s*EVOLVE-BLOCK-END\b")
 SPLITS_KEPT = 256  # file texts whose segments are kept (see split_segments)
+NAMES_KEPT = 256  # file names whose language is kept (see c_like)
 
 # C, C++ and CUDA sources and headers: the files whose layout code_hash may ignore.
 C_LIKE = frozenset(
@@ -191,7 +192,7 @@ def layout_free(path: str, text: str) -> str:
     return "\n".join(kept)
 
 
-@lru_cache(maxsize=SPLITS_KEPT)
+@lru_cache(maxsize=NAMES_KEPT)
 def c_like(path: str) -> bool:
     """Whether the file is C or C++ (or CUDA) by its name, as compilers pick a language.
     Kept: a run has a few file names, asked about at every hash, and a Path is slow to make."""

@@ -229,7 +229,10 @@ class ProposalWorkers:
 
     def close(self) -> None:
         """Proposals still running are abandoned with their actors, once the ledger has
-        written the calls it was sent, from this worker and the others."""
+        written the calls it was sent, from this worker and the others. Those waiting for a
+        slot are turned away first: one let through while the ledger drains would start
+        paid calls that the drain may not wait for."""
+        self.stop()
         self.services.drain(self.actors[1:])
         for actor in self.actors:
             ray.kill(actor)

@@ -236,9 +236,7 @@ class Proposer:
         if isinstance(mutator, Autotuner):
             opening = Opening(self.run_name, name, tuple(parents), island, arm)
             job = MutationJob(island, parent, name, opening, arm)
-            made, repeats = draw_new(mutator, request, self.admission.holds)
-            self.budgets.fruitless += repeats
-            self.made.append((job, made))
+            self.made.append((job, draw_new(mutator, request, self.admission.holds)))
             return
         proposal_id = self.store.open_proposal(
             self.run_name, operator=name, parent_ids=parents, island=island, arm=arm

@@ -105,10 +105,14 @@ class RemoteLedger:
         return lambda timeout_s: ray.get(write, timeout=timeout_s)
 
     def flush(self, timeout_s: float) -> int:
-        """Waits for every write sent so far; how many were still unconfirmed at the end."""
+        """Waits for every write sent so far and not yet confirmed; how many still were at
+        the end (kept for the next flush). A write that failed is confirmed here: the host
+        logged it."""
         with self._lock:
             sent, self._sent = self._sent, []
         if not sent:
             return 0
         _, unconfirmed = ray.wait(sent, num_returns=len(sent), timeout=timeout_s)
+        with self._lock:
+            self._sent = unconfirmed + self._sent
         return len(unconfirmed)

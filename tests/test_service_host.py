@@ -152,6 +152,8 @@ def test_a_stopping_run_keeps_the_calls_another_worker_sent_before_it_stopped(
             while len(server.requests) < 3:
                 assert time.monotonic() < deadline, "the third request never came"
                 time.sleep(0.01)
+            # The worker knows its two writes are not stored yet, and the drain waits for them.
+            assert ray.get(other.flushed.remote(0.5), timeout=30) == 2
             draining = threading.Thread(target=services.drain, args=([other],))
             draining.start()
             draining.join(timeout=1.0)
@@ -187,7 +189,7 @@ def test_a_flush_waits_for_the_writes_sent_and_counts_those_left_unconfirmed(
             call = LLMCall("openai", "m", "p", "r", 10, 5, 0.01, 0.1, "ok", started_at=n)
             ledger.send(proposal, call)
         assert ledger.flush(0.5) == 2, "both writes are held up by the lock"
-        assert ledger.flush(0.5) == 0, "a flush waits only for what was sent since the last"
+        assert ledger.flush(0.5) == 2, "what one flush left unconfirmed, the next waits for"
         call = LLMCall("openai", "m", "p", "r", 10, 5, 0.01, 0.1, "ok", started_at=2)
         ledger.send(proposal, call)
     finally:
