@@ -101,6 +101,16 @@ class Program:
             )
 
     @classmethod
+    def stored(cls, files: Mapping[str, str]) -> Program:
+        """A program as the store holds it, without the checks a new one passes: a row that
+        an older version wrote under looser checks, or that was changed by hand, must still
+        be shown and exported rather than end the command. Making a child of it checks it
+        again (`replace`), and so does anything that reads its blocks."""
+        program = object.__new__(cls)
+        object.__setattr__(program, "files", files)
+        return program
+
+    @classmethod
     def from_paths(cls, paths: list[Path], root: Path) -> Program:
         return cls({str(p.relative_to(root)): p.read_text() for p in paths})
 

@@ -321,6 +321,43 @@ def test_dir_writes_programs_and_a_manifest_and_refuses_paths_that_leave(tmp_pat
     assert missing.exit_code == 2 and "needs -o DIR" in missing.output
 
 
+def test_a_stored_program_that_fails_todays_checks_is_still_shown_and_exported(
+    tmp_path: Path,
+) -> None:
+    """A row an older version wrote under looser checks, or one changed by hand: no block
+    left in one program, a block never closed in another. Every command still reads it."""
+    url = f"sqlite:///{tmp_path / 'evolve.db'}"
+    with Store(url) as store:
+        store.create_run("old", task_path="t.yaml", task_yaml="", seed=0, settings={})
+        seed = store.plant_seed("old", program(0))
+        kids = [
+            store.add_candidate(
+                "old", program(n), parent_ids=[seed.id], island=0, generation=1, mutation={}
+            )
+            for n in (1, 2)
+        ]
+    blockless, unclosed = (kid.id for kid in kids if kid is not None)
+    texts = {blockless: "N = 1\n", unclosed: "# EVOLVE-BLOCK-START\nN = 2\n"}
+    with sqlite3.connect(tmp_path / "evolve.db") as db:
+        for candidate_id, text in texts.items():
+            files = json.dumps({"main.py": text})
+            db.execute("UPDATE candidates SET files = ? WHERE id = ?", (files, candidate_id))
+
+    lines = [
+        json.loads(line) for line in cli(url, "export", "--format", "jsonl").stdout.splitlines()
+    ]
+    exported = {r["id"]: r["program"]["files"] for r in lines if r["type"] == "candidate"}
+    assert {i: exported[i]["main.py"] for i in texts} == texts
+    out = tmp_path / "export"
+    assert cli(url, "export", "--format", "dir", "-o", str(out)).exit_code == 0
+    assert {i: (out / str(i) / "main.py").read_text() for i in texts} == texts
+    for candidate_id, text in texts.items():
+        shown = cli(url, "show", str(candidate_id))
+        assert shown.exit_code == 0 and text.splitlines()[-1] in shown.stdout
+    board = cli(url, "leaderboard", "old")
+    assert board.exit_code == 0
+
+
 def test_export_of_an_unknown_run_says_how_to_find_one(sqlite_url: str) -> None:
     done = cli(sqlite_url, "export", "nope")
     assert done.exit_code == 2

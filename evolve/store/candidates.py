@@ -159,7 +159,7 @@ class Candidates(Database):
             .order_by(Candidate.id)
         )
         with self._read() as session:
-            return [(id_, Program(dict(files))) for id_, files in session.execute(query)]
+            return [(id_, Program.stored(dict(files))) for id_, files in session.execute(query)]
 
     def top(self, run_name: str, k: int, *, offset: int = 0) -> list[CandidateRecord]:
         """Best first; among equal scores the older candidate wins. `offset` skips that many,

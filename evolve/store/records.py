@@ -71,7 +71,7 @@ class CandidateRecord:
             parent_ids=tuple(row.parent_ids),
             island=row.island,
             generation=row.generation,
-            program=Program(dict(row.files)),
+            program=Program.stored(dict(row.files)),
             code_hash=row.code_hash,
             mutation=mutation_of(row.mutation),
             status=row.status,
