@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import pytest
 from evolve.sandbox import Limits, open_sandbox
 from sandboxes import ProcessSandbox, namespace_init
 from sandboxes.isolation import UNISOLATED, detect
+from sandboxes.process import remove_tree
 
 GENEROUS_S = 20.0  # "finished in reasonable time", never a timing assertion
 
@@ -203,3 +206,23 @@ def test_the_namespace_init_refuses_to_run_outside_a_namespace(tmp_path: Path) -
     os.close(read_end)
     assert done.returncode != 0 and "only as pid 1" in done.stderr
     assert not marker.exists()
+
+
+def test_no_collection_runs_while_a_work_dir_is_walked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tree deep enough to exhaust the recursive walk must not leave other objects'
+    finalizers to a collection at the bottom of it, with no stack left: the collector waits
+    for the walk, and is back on after it."""
+    seen: list[bool] = []
+    walk = shutil.rmtree
+
+    def watched(path: Path) -> None:
+        seen.append(gc.isenabled())
+        walk(path)
+
+    monkeypatch.setattr(shutil, "rmtree", watched)
+    (tmp_path / "work" / "d").mkdir(parents=True)
+    remove_tree(tmp_path / "work")
+    assert seen == [False] and gc.isenabled()
+    assert not (tmp_path / "work").exists()
