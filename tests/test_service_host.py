@@ -7,7 +7,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,28 +25,46 @@ from evolve.proposal_workers import NO_MUTATORS, start_worker
 from evolve.secrets import Keys
 from evolve.service_host import RemoteLedger, ServicePlan
 from evolve.services import RunServices
-from evolve.store import Store
+from evolve.store import CandidateRecord, Store
 from tests.conftest import SYNTHETIC_SEED
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, Stall
 
 RUN = "hosted"
 
 
-@pytest.mark.usefixtures("ray_session")
-def test_a_write_held_up_by_a_locked_store_holds_up_no_circuit_answer(tmp_path: Path) -> None:
-    db = tmp_path / "e.db"
-    store = Store(f"sqlite:///{db}")
+def opened(tmp_path: Path, operator: str) -> tuple[Store, CandidateRecord, int]:
+    """A SQLite store at tmp_path/e.db with a run, its seed, and a proposal on the seed."""
+    store = Store(f"sqlite:///{tmp_path / 'e.db'}")
     store.create_run(RUN, task_path="t", task_yaml="", seed=0, settings={})
     seed = store.plant_seed(RUN, Program({"s.py": SYNTHETIC_SEED}))
-    proposal = store.open_proposal(RUN, operator="diff", parent_ids=[seed.id], island=0)
+    proposal = store.open_proposal(RUN, operator=operator, parent_ids=[seed.id], island=0)
+    return store, seed, proposal
+
+
+@contextmanager
+def write_locked(db: Path) -> Iterator[None]:
+    """The store's write lock, held by another process: every write waits until the end."""
+    blocker = sqlite3.connect(db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+
+
+def paid(started_at: float) -> LLMCall:
+    """A model call that succeeded; each gets a call_id of its own."""
+    return LLMCall("openai", "m", "p", "r", 10, 5, 0.01, 0.1, "ok", started_at=started_at)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_write_held_up_by_a_locked_store_holds_up_no_circuit_answer(tmp_path: Path) -> None:
+    store, _, proposal = opened(tmp_path, "diff")
     host = start_worker(NO_MUTATORS, ServicePlan(store.url), ())
     ray.get(host.drained.remote(), timeout=60)  # started, with its store open
-    call = LLMCall("openai", "m", "p", "r", 10, 5, 0.01, 0.1, "ok", started_at=time.time())
-
-    blocker = sqlite3.connect(db, isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")  # the store's write lock, held by another process
-    try:
-        write = host.record.remote(proposal, call)
+    with write_locked(tmp_path / "e.db"):
+        write = host.record.remote(proposal, paid(time.time()))
         assert ray.wait([write], timeout=1.0)[0] == [], "the write should wait for the lock"
         # The circuits answer from their own thread meanwhile, both ways.
         assert ray.get(host.ask.remote("p"), timeout=10) == (0.0, "closed")
@@ -56,9 +75,6 @@ def test_a_write_held_up_by_a_locked_store_holds_up_no_circuit_answer(tmp_path: 
         # write could run first, find nothing queued and answer at once.
         drained = host.drained.remote()
         assert ray.wait([drained], timeout=1.0)[0] == [], "drained answered before the write"
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
     ray.get([write, drained], timeout=30)
     assert [c.status for c in store.proposal_calls(proposal)] == ["ok"]
 
@@ -88,10 +104,7 @@ class AskThenGiveUp:
 def test_a_worker_that_does_not_host_the_services_streams_its_calls_to_the_one_that_does(
     tmp_path: Path,
 ) -> None:
-    store = Store(f"sqlite:///{tmp_path / 'e.db'}")
-    store.create_run(RUN, task_path="t", task_yaml="", seed=0, settings={})
-    seed = store.plant_seed(RUN, Program({"s.py": SYNTHETIC_SEED}))
-    proposal = store.open_proposal(RUN, operator="asker", parent_ids=[seed.id], island=0)
+    store, seed, proposal = opened(tmp_path, "asker")
     with ScriptedLLMServer(default=Reply("no")) as server:
         mutators = cloudpickle.dumps({"asker": AskThenGiveUp({"url": server.openai_url})})
         host = start_worker(NO_MUTATORS, ServicePlan(store.url), ())
@@ -131,11 +144,7 @@ def test_a_stopping_run_keeps_the_calls_another_worker_sent_before_it_stopped(
     written before the host stops, even while the store holds their writes up. (Ray ran
     the host's calls in the order they arrived in every try here; the drain does not rely
     on it, as the test below shows.)"""
-    db = tmp_path / "e.db"
-    store = Store(f"sqlite:///{db}")
-    store.create_run(RUN, task_path="t", task_yaml="", seed=0, settings={})
-    seed = store.plant_seed(RUN, Program({"s.py": SYNTHETIC_SEED}))
-    proposal = store.open_proposal(RUN, operator="waiter", parent_ids=[seed.id], island=0)
+    store, seed, proposal = opened(tmp_path, "waiter")
     services = RunServices(ServicePlan(store.url))
     steps = (Reply("one"), Reply("two"), Stall(30.0))
     with ScriptedLLMServer(*steps) as server:
@@ -143,9 +152,7 @@ def test_a_stopping_run_keeps_the_calls_another_worker_sent_before_it_stopped(
         services.host = start_worker(NO_MUTATORS, services.plan, ())
         ray.get(services.host.drained.remote(), timeout=60)  # started, with its store open
         other = start_worker(mutators, services.host, ())
-        blocker = sqlite3.connect(db, isolation_level=None)
-        blocker.execute("BEGIN IMMEDIATE")  # the store's write lock, held by another process
-        try:
+        with write_locked(tmp_path / "e.db"):
             request = MutationRequest(Parent(seed.id, seed.program, None), (), seed=1)
             other.propose.remote("waiter", request, Keys({}), proposal, True)
             deadline = time.monotonic() + 60
@@ -158,9 +165,6 @@ def test_a_stopping_run_keeps_the_calls_another_worker_sent_before_it_stopped(
             draining.start()
             draining.join(timeout=1.0)
             assert draining.is_alive(), "the drain ended while the writes were held up"
-        finally:
-            blocker.execute("ROLLBACK")
-            blocker.close()
         draining.join(timeout=60)
         assert not draining.is_alive()
         for actor in (other, services.host):
@@ -174,27 +178,16 @@ def test_a_stopping_run_keeps_the_calls_another_worker_sent_before_it_stopped(
 def test_a_flush_waits_for_the_writes_sent_and_counts_those_left_unconfirmed(
     tmp_path: Path,
 ) -> None:
-    db = tmp_path / "e.db"
-    store = Store(f"sqlite:///{db}")
-    store.create_run(RUN, task_path="t", task_yaml="", seed=0, settings={})
-    seed = store.plant_seed(RUN, Program({"s.py": SYNTHETIC_SEED}))
-    proposal = store.open_proposal(RUN, operator="diff", parent_ids=[seed.id], island=0)
+    store, _, proposal = opened(tmp_path, "diff")
     host = start_worker(NO_MUTATORS, ServicePlan(store.url), ())
     ray.get(host.drained.remote(), timeout=60)
     ledger = RemoteLedger(host)
-    blocker = sqlite3.connect(db, isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")
-    try:
+    with write_locked(tmp_path / "e.db"):
         for n in range(2):
-            call = LLMCall("openai", "m", "p", "r", 10, 5, 0.01, 0.1, "ok", started_at=n)
-            ledger.send(proposal, call)
+            ledger.send(proposal, paid(n))
         assert ledger.flush(0.5) == 2, "both writes are held up by the lock"
         assert ledger.flush(0.5) == 2, "what one flush left unconfirmed, the next waits for"
-        call = LLMCall("openai", "m", "p", "r", 10, 5, 0.01, 0.1, "ok", started_at=2)
-        ledger.send(proposal, call)
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
+        ledger.send(proposal, paid(2))
     assert ledger.flush(30) == 0
     assert len(store.proposal_calls(proposal)) == 3
     ray.kill(host)
