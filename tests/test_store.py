@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
@@ -20,14 +21,14 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
 from evolve.candidate_cache import CandidateCache
 from evolve.program import Program
 from evolve.results import Counter, EvalResult, StageResult
-from evolve.store import CandidateRecord, Opening, Settlement, Store, default_url
+from evolve.store import CandidateRecord, Opening, Settlement, Store, cursor_statements, default_url
 from evolve.store.database import SCHEMA_HEAD
 from evolve.store.schema import Base
 from evolve.store.upgrade import MIGRATIONS
@@ -622,17 +623,27 @@ def test_the_engines_cache_keeps_the_candidates_used_most_lately(store: Store) -
 
 @contextmanager
 def statements_sent(store: Store) -> Iterator[list[str]]:
-    """The first word of each SQL statement the store sends while the block runs."""
+    """The first word of each SQL statement the store sends while the block runs, through
+    SQLAlchemy or straight on the cursor (evolve/store/cursor_statements.py; an executemany
+    there is one)."""
     sent: list[str] = []
 
     def note(conn: object, cursor: object, statement: str, *rest: object) -> None:
         sent.append(statement.split()[0].upper())
 
+    on_cursor = cursor_statements._cursor
+
+    def noted(connection: Connection, sql: str, parameters: object) -> Any:
+        sent.append(sql.split()[0].upper())
+        return on_cursor(connection, sql, parameters)
+
     event.listen(store._engine, "before_cursor_execute", note)
+    cursor_statements._cursor = noted
     try:
         yield sent
     finally:
         event.remove(store._engine, "before_cursor_execute", note)
+        cursor_statements._cursor = on_cursor
 
 
 def test_settled_proposals_written_late_in_a_turn_are_read_back_and_kept(store: Store) -> None:

@@ -12,6 +12,7 @@ from sqlalchemy import Select, func, select
 
 from evolve.program import Program
 from evolve.store import statements
+from evolve.store.cursor_statements import execute_one
 from evolve.store.database import Database
 from evolve.store.proposals import Settlement, settle
 from evolve.store.records import CandidateOutline, CandidateRecord
@@ -52,9 +53,11 @@ class Candidates(Database):
         }
         with self._writing() as connection:
             adding = statements.add_candidate(connection.dialect.name)
-            new_id = connection.execute(adding, values).scalar()
-            if new_id is None:
+            # On the cursor: one per candidate (evolve/store/cursor_statements.py).
+            added = execute_one(connection, adding, values)
+            if added is None:
                 return None
+            new_id = added[0]
             if settlement is not None:
                 settle(connection, settlement, candidate_id=new_id)
         return CandidateRecord(

@@ -3,7 +3,8 @@
 The engine writes a settled proposal's row, an evaluation's row and its candidate's new
 standing for every result, and reads none of them back at once. Inside a turn they wait
 for the turn's next read or its commit, and then go out together: each statement once,
-with all its rows (an executemany), and on PostgreSQL all of those in one pipeline, which
+with all its rows (an executemany, on the DBAPI's cursor:
+evolve/store/cursor_statements.py), and on PostgreSQL all of those in one pipeline, which
 is one round trip for the lot instead of one per row.
 
 Deferred writes may not depend on one another, except on earlier rows of the same
@@ -19,6 +20,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Executable
 from sqlalchemy.exc import DBAPIError
+
+from evolve.store.cursor_statements import execute_many
 
 DEFERRED = "evolve.deferred"  # the open turn's deferred writes, in its connection's info
 
@@ -47,7 +50,7 @@ def flush_deferred(connection: Connection) -> None:
         return
     with _pipelined(connection):
         for statement, rows in pending.items():
-            connection.execute(statement, rows)
+            execute_many(connection, statement, rows)
     pending.clear()
 
 
