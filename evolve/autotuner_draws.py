@@ -23,8 +23,8 @@ from dataclasses import replace
 from evolve.llm.hooks import CallHooks
 from evolve.mutators import Autotuner, MutationRequest, Proposal
 from evolve.program import Program
+from evolve.proposal_making import MutationFailed, make_proposal
 from evolve.secrets import Keys
-from evolve.workers import MutationFailed, make_proposal
 
 DRAWS = 8  # an autotuner proposal's draws at most
 

@@ -26,7 +26,6 @@ from pathlib import Path
 
 import ray
 
-from evolve import workers
 from evolve.budgets import Budgets
 from evolve.candidate_cache import CandidateCache
 from evolve.champion import Champion, Decision, Referee, machine_kind
@@ -47,6 +46,7 @@ from evolve.services import plan_services
 from evolve.store import CandidateRecord, RunRecord, Store
 from evolve.taskfile import LoadedTask
 from evolve.watchdog import Watchdog, evaluation_deadline
+from evolve.workers import Finished
 
 log = logging.getLogger("evolve.engine")
 
@@ -272,7 +272,7 @@ class Engine:
                 room = self.budgets.room_for(self.added)
                 self._adopt(self.proposer.conclude(job, proposal, room=room))
 
-    def _retry_seed(self, job: Job, finished: workers.Finished) -> bool:
+    def _retry_seed(self, job: Job, finished: Finished) -> bool:
         """Whether the seed's failed evaluation is tried again instead of recorded: one that
         timed out or crashed (a loaded node, a lost worker) may pass on the next try, on
         another worker where there is one, and without the seed nothing can be evolved. A
@@ -294,7 +294,7 @@ class Engine:
         self.dispatch.add(Job(job.candidate, "evaluate", avoid=finished.worker), first=True)
         return True
 
-    def _record_result(self, job: Job, finished: workers.Finished) -> None:
+    def _record_result(self, job: Job, finished: Finished) -> None:
         result = finished.result
         if self._retry_seed(job, finished):
             return

@@ -47,9 +47,9 @@ from evolve.llm.config import Provider
 from evolve.llm.hooks import CallHooks, CallSink
 from evolve.llm.records import Status
 from evolve.mutators import MutationRequest, Mutator, Proposal
+from evolve.proposal_making import MutationFailed, make_proposal
 from evolve.secrets import Keys
 from evolve.service_host import HostedServices, RemoteLedger, ServicePlan
-from evolve.workers import MutationFailed, make_proposal
 
 if TYPE_CHECKING:  # the driver's side of the services, which these actors never use
     from evolve.services import RunServices

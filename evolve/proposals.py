@@ -24,7 +24,6 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
-from evolve import workers
 from evolve.admission import FINISHER, Admission, MutationJob
 from evolve.autotuner_draws import draw_new
 from evolve.briefing import Briefing
@@ -34,6 +33,7 @@ from evolve.events import Event, EventLog
 from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Mutator, Proposal
 from evolve.mutators.llm import key_names, model_config
 from evolve.program import Program
+from evolve.proposal_making import MutationFailed
 from evolve.proposal_workers import ProposalWorkers
 from evolve.recent_attempts import RecentAttempts
 from evolve.search.bandit import ArmStats, CostAwareBandit, arm_name, split_arm
@@ -69,7 +69,7 @@ class Proposer:
         self.spec, self.store, self.run_name = spec, store, run_name
         self.strategy, self.candidates = strategy, candidates
         self.budgets, self.events = budgets, events
-        # The autotuner runs here, in the driver (see workers.make_proposal); the others in
+        # The autotuner runs here, in the driver (see proposal_making.make_proposal); the others in
         # the proposal workers, which start with the run.
         self.mutators = {m.name: (mutators[m.name], m.weight) for m in spec.mutators}
         remote = {name: m for name, m in mutators.items() if not isinstance(m, Autotuner)}
@@ -96,7 +96,7 @@ class Proposer:
         self.finisher = Autotuner({})
         self.in_flight: dict[ray.ObjectRef, MutationJob] = {}
         # Proposals made in the driver, which the engine concludes in the same turn.
-        self.made: list[tuple[MutationJob, Proposal | workers.MutationFailed]] = []
+        self.made: list[tuple[MutationJob, Proposal | MutationFailed]] = []
         # Proposals opened in the store's current turn, sent once it has committed.
         self.outbox: list[tuple[MutationJob, int, MutationRequest]] = []
         # Failed candidates waiting for the `fix` operator, each tried once, newest kept.
@@ -170,21 +170,21 @@ class Proposer:
         try:
             proposal = ray.get(ref)
         except RayError as exc:
-            proposal = workers.MutationFailed(f"mutation task lost: {exc}")
+            proposal = MutationFailed(f"mutation task lost: {exc}")
         return self.conclude(job, proposal, room=room)
 
-    def take_made(self) -> list[tuple[MutationJob, Proposal | workers.MutationFailed]]:
+    def take_made(self) -> list[tuple[MutationJob, Proposal | MutationFailed]]:
         """The proposals made in the driver since the last call, for `conclude`."""
         made, self.made = self.made, []
         return made
 
     def conclude(
-        self, job: MutationJob, proposal: Proposal | workers.MutationFailed, *, room: bool
+        self, job: MutationJob, proposal: Proposal | MutationFailed, *, room: bool
     ) -> CandidateRecord | None:
         """Settle a finished proposal in the ledger; the new candidate, if it is new, not
         too like one the run holds, and the candidate budget (`room`) takes it. Its model
         calls are counted against the budgets whatever happened: they were paid for."""
-        if isinstance(proposal, workers.MutationFailed):
+        if isinstance(proposal, MutationFailed):
             if proposal.trace:
                 log.error("%s crashed on #%d:\n%s", job.mutator, job.parent.id, proposal.trace)
             if proposal.outcome != "interrupted":  # the run's stop is news enough

@@ -1,7 +1,7 @@
 """The store, read-only, for the agent's tools wherever on a cluster they run.
 
-Apart from evolve/workers.py so that evaluation and proposal workers, which import that
-module, do not load the store and SQLAlchemy they never use.
+Apart from evolve/workers.py and evolve/proposal_making.py so that evaluation and proposal
+workers, which import those modules, do not load the store and SQLAlchemy for it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""The Ray side of the engine: evaluation actors, and how a proposal is made wherever it
-runs (the agent's store reader is in evolve/store_reader.py, so that these workers never
-load the store).
+"""The evaluation actors: long-lived, so each keeps its sandbox warm and its baselines.
 
-Evaluation runs in long-lived actors so each keeps its sandbox warm and its baselines;
-model proposals run in the actors of evolve/proposal_workers.py, which take no CPU slot, so
-a slow model never holds an evaluation slot idle (the autotuner, which takes microseconds,
-runs in the driver).
+Proposals are made elsewhere (evolve/proposal_making.py: in the driver for the autotuner,
+in the actors of evolve/proposal_workers.py for a model), and this module imports none of
+their code: every evaluation worker loads it, and the mutators with their prompt and model
+code cost each one about 6 MB and a tenth of a second at start.
 """
 
 from __future__ import annotations
@@ -17,19 +15,14 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import ray
 
 from evolve.evaluator import Evaluator
 from evolve.hardware import cpu_model
-from evolve.llm.hooks import CallHooks, SentCalls, hooked
-from evolve.mutators.base import MutationError, MutationRequest, Mutator, Proposal
 from evolve.program import Program
-from evolve.proposal_outcomes import Outcome
 from evolve.results import ERROR, UNAVAILABLE, EvalResult
 from evolve.sandbox import Sandbox, SandboxUnavailable
-from evolve.secrets import Keys
 from evolve.task import SandboxSpec
 
 
@@ -49,14 +42,6 @@ class Placement:
     node_id: str
     host: str
     cpu: str
-
-
-@dataclass(frozen=True)
-class MutationFailed:
-    reason: str
-    calls: tuple[Any, ...] = ()  # model calls made on the way: paid for, so recorded
-    trace: str = ""  # the traceback, when the mutator crashed rather than declined
-    outcome: Outcome = "failed"
 
 
 @ray.remote(num_cpus=1)
@@ -107,26 +92,3 @@ class EvaluationWorker:
             result = EvalResult(ERROR, feedback="evaluator crashed:\n" + traceback.format_exc())
         result.sandbox = {**result.sandbox, "node": self.node}
         return Finished(result, started, time.time(), self.name)
-
-
-def make_proposal(
-    mutator: Mutator, request: MutationRequest, keys: Keys, hooks: CallHooks
-) -> Proposal | MutationFailed:
-    """`keys` are the model keys, sent with each proposal rather than found in the worker's
-    environment (which holds none): see evolve/secrets.py. `hooks` write each model call
-    to the ledger as it completes (evolve/llm/hooks.py's `SentCalls` says when that is
-    waited for) and hold requests while the provider's circuit is open.
-    Called in the driver for the autotuner, whose microseconds of work a Ray task would
-    cost a hundred times over; everything else calls it in a proposal worker."""
-    sent: SentCalls | None = None
-    result: Proposal | MutationFailed
-    try:
-        with keys.lent(), hooked(hooks) as sent:
-            result = mutator.propose(request)
-    except MutationError as exc:
-        result = MutationFailed(str(exc), exc.calls, outcome=exc.outcome)
-    except Exception as exc:
-        result = MutationFailed(f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())
-    if sent is not None:  # calls the result lacks, the engine reads from the ledger
-        sent.settle(result.calls)
-    return result

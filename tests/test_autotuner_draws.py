@@ -15,10 +15,10 @@ from evolve.engine import Engine
 from evolve.llm.hooks import CallHooks
 from evolve.mutators import Autotuner, MutationRequest, Parent, Proposal
 from evolve.program import Program
+from evolve.proposal_making import make_proposal
 from evolve.secrets import Keys
 from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
-from evolve.workers import make_proposal
 
 # One knob with three values: from 1 the autotuner can only reach 0 or 2.
 THREE_VALUES = """\

@@ -16,10 +16,10 @@ from evolve.llm import LLMCall
 from evolve.llm.hooks import CallHooks, report_call
 from evolve.mutators import MutationError, MutationRequest, Parent, Proposal
 from evolve.program import Program
+from evolve.proposal_making import make_proposal
 from evolve.secrets import Keys
 from evolve.service_host import ServicePlan
 from evolve.store import Store
-from evolve.workers import make_proposal
 from tests.conftest import SYNTHETIC_SEED
 
 RUN = "ledger"

@@ -15,9 +15,9 @@ from evolve.llm.client import LLMClient
 from evolve.llm.config import parse_model
 from evolve.mutators import MutationError, MutationRequest, Parent, Proposal
 from evolve.program import Program
+from evolve.proposal_making import MutationFailed
 from evolve.proposal_workers import start_worker
 from evolve.secrets import Keys
-from evolve.workers import MutationFailed
 from tests.conftest import SYNTHETIC_SEED
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, Stall
 

@@ -1,8 +1,8 @@
 """What a model request reports beyond its reply, while a proposal runs: each attempt goes
 to the run's ledger as it completes, and waits on the run's circuit for its provider.
 
-Both reach the client through a context variable set by the proposal task
-(evolve/workers.py), so mutators and their clients need no plumbing of their own, and a
+Both reach the client through a context variable set where the proposal is made
+(evolve/proposal_making.py), so mutators and their clients need no plumbing of their own, and a
 client used outside a run (a script, a test) reports nowhere.
 """
 

@@ -1,0 +1,45 @@
+"""How a proposal is made wherever it runs: in the driver for the autotuner, in a proposal
+worker (evolve/proposal_workers.py) for the others. Apart from the evaluation workers
+(evolve/workers.py), which never make one and so never load the mutators."""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from evolve.llm.hooks import CallHooks, SentCalls, hooked
+from evolve.mutators.base import MutationError, MutationRequest, Mutator, Proposal
+from evolve.proposal_outcomes import Outcome
+from evolve.secrets import Keys
+
+
+@dataclass(frozen=True)
+class MutationFailed:
+    reason: str
+    calls: tuple[Any, ...] = ()  # model calls made on the way: paid for, so recorded
+    trace: str = ""  # the traceback, when the mutator crashed rather than declined
+    outcome: Outcome = "failed"
+
+
+def make_proposal(
+    mutator: Mutator, request: MutationRequest, keys: Keys, hooks: CallHooks
+) -> Proposal | MutationFailed:
+    """`keys` are the model keys, sent with each proposal rather than found in the worker's
+    environment (which holds none): see evolve/secrets.py. `hooks` write each model call
+    to the ledger as it completes (evolve/llm/hooks.py's `SentCalls` says when that is
+    waited for) and hold requests while the provider's circuit is open.
+    Called in the driver for the autotuner, whose microseconds of work a Ray task would
+    cost a hundred times over; everything else calls it in a proposal worker."""
+    sent: SentCalls | None = None
+    result: Proposal | MutationFailed
+    try:
+        with keys.lent(), hooked(hooks) as sent:
+            result = mutator.propose(request)
+    except MutationError as exc:
+        result = MutationFailed(str(exc), exc.calls, outcome=exc.outcome)
+    except Exception as exc:
+        result = MutationFailed(f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())
+    if sent is not None:  # calls the result lacks, the engine reads from the ledger
+        sent.settle(result.calls)
+    return result
