@@ -106,15 +106,79 @@ def evaluate(
     )
 
 
-def test_migrations_create_exactly_the_schema(url: str) -> None:
+@contextmanager
+def another_database(url: str, folder: Path) -> Iterator[str]:
+    """A second fresh, empty database on the backend of `url`."""
+    if make_url(url).get_backend_name() == "sqlite":
+        folder.mkdir(parents=True)
+        yield default_url(folder)
+        return
+    with postgres_schema() as other:
+        yield other
+
+
+def schema_of(engine: Engine) -> dict[str, Any]:
+    """Every table's columns, keys, indexes and constraints, as the database reports them;
+    columns by name (a migration that adds one puts it last)."""
+    with engine.connect() as connection:
+        inspector = inspect(connection)
+        return {
+            table: {
+                "columns": sorted(
+                    (c["name"], str(c["type"]), c["nullable"], c.get("default"))
+                    for c in inspector.get_columns(table)
+                ),
+                "primary": inspector.get_pk_constraint(table)["constrained_columns"],
+                "foreign": sorted(
+                    (tuple(f["constrained_columns"]), f["referred_table"])
+                    for f in inspector.get_foreign_keys(table)
+                ),
+                "indexes": sorted(
+                    (i["name"], tuple(i["column_names"]), bool(i["unique"]))
+                    for i in inspector.get_indexes(table)
+                ),
+                "unique": sorted(
+                    tuple(u["column_names"]) for u in inspector.get_unique_constraints(table)
+                ),
+            }
+            for table in sorted(inspector.get_table_names())
+        }
+
+
+def test_a_new_store_has_exactly_the_schema_the_migrations_make(url: str, tmp_path: Path) -> None:
+    """A new database gets the models' tables at once, stamped at head, without Alembic
+    (evolve/store/new_schema.py); the migrations run from scratch must make the same."""
     Store(url).close()
     Store(url).close()  # a second open finds the schema at head and changes nothing
+    created = raw_engine(url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with another_database(url, tmp_path / "migrated") as other:
+        migrated = raw_engine(other)
+        with migrated.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+        for engine in (created, migrated):
+            with engine.connect() as connection:
+                assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
+                assert connection.execute(
+                    text("SELECT version_num FROM alembic_version")
+                ).all() == [(SCHEMA_HEAD,)]
+        assert schema_of(created) == schema_of(migrated)
+        migrated.dispose()
+    created.dispose()
+
+
+def test_a_database_with_tables_but_no_version_is_left_to_alembic(url: str) -> None:
+    """Tables without Alembic's version table are no new database: they are not taken as the
+    schema (Alembic's first migration then fails on them, saying so)."""
+    Path(make_url(url).database or ".").parent.mkdir(parents=True, exist_ok=True)
     engine = raw_engine(url)
-    with engine.connect() as connection:
-        assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
-        assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            (SCHEMA_HEAD,)
-        ]
+    with engine.begin() as connection:
+        connection.execute(text("CREATE TABLE runs (name VARCHAR(10) PRIMARY KEY)"))
+    with pytest.raises(Exception, match="runs"):
+        Store(url)
+    assert not inspect(engine).has_table("candidates")
     engine.dispose()
 
 

@@ -30,9 +30,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from evolve.store.deferred import close_deferring, flush_deferred, open_deferring
+from evolve.store.new_schema import create_if_new
 
 # The newest revision in migrations/versions (tests/test_store.py checks that it is). A
-# database already there is opened without loading Alembic (evolve/store/upgrade.py).
+# database already there, or a new one (evolve/store/new_schema.py), is opened without
+# loading Alembic (evolve/store/upgrade.py).
 SCHEMA_HEAD = "0004_proposals"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PAGE_ROWS = 1_000  # rows per read when a whole run is read in pages (`Database._pages`)
@@ -108,9 +110,9 @@ class Database:
         self._turn: tuple[int, Connection] | None = None
         with self._engine.begin() as connection:
             current = _stored_revision(connection) == SCHEMA_HEAD
-        if not current:
-            # Alembic loads only for a database that is new or behind: 0.2 s and 12 MB
-            # that every other process opening the store is spared.
+        if not current and not create_if_new(self._writer, SCHEMA_HEAD):
+            # Alembic loads only for a database that is behind: 0.2 s and 12 MB that
+            # every other process opening the store is spared.
             from evolve.store.upgrade import upgrade_to_head
 
             upgrade_to_head(self._writer)

@@ -154,8 +154,9 @@ class LLMCall(Base):
     response: Mapped[str] = mapped_column(Text)
     input_tokens: Mapped[int]  # all of them, cached ones included
     output_tokens: Mapped[int]
-    cached_tokens: Mapped[int] = mapped_column(default=0)  # read from the provider's cache
-    cache_write_tokens: Mapped[int] = mapped_column(default=0)
+    # server_default as the migration that added them has it (evolve/store/new_schema.py)
+    cached_tokens: Mapped[int] = mapped_column(default=0, server_default="0")  # a cache read
+    cache_write_tokens: Mapped[int] = mapped_column(default=0, server_default="0")
     cost_usd: Mapped[float] = mapped_column(Double)
     latency_s: Mapped[float] = mapped_column(Double)
     status: Mapped[str] = mapped_column(String(64))
