@@ -2,15 +2,17 @@
 candidates already in the store.
 
 The evaluator is `synthetic` with no delay: it runs nothing, so everything measured is the
-framework's own cost. For each size the loop runs `--new` candidates through the autotuner
-on 2 workers; the figures are the steady state, between 10% and 90% of the new
-candidates, read from the engine's own progress ticks: wall time and the driver's CPU
-(`time.process_time`) per candidate. Set-up (restoring the search from the store, starting
-the workers) is reported apart, since it is paid once per run. `--postgres URL` adds the
-per-candidate cost of the store's calls on PostgreSQL beside SQLite's.
+framework's own cost (`--delay S` makes each evaluation sleep S seconds, as a cheap
+evaluator that takes time but no CPU, to show how busy the loop keeps its workers). For
+each size the loop runs `--new` candidates through the autotuner on 2 workers; the figures
+are the steady state, between 10% and 90% of the new candidates, read from the engine's
+own progress ticks: wall time and the driver's CPU (`time.process_time`) per candidate.
+Set-up (restoring the search from the store, starting the workers) is reported apart,
+since it is paid once per run. `--postgres URL` adds the per-candidate cost of the store's
+calls on PostgreSQL beside SQLite's.
 
 Run: `.venv/bin/python bench/overhead.py [--new 2000] [--sizes 1000,10000,50000]
-[--repeats 2] [--postgres URL]`.
+[--repeats 2] [--postgres URL] [--delay 0.003]`.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ B = 1  # @knob int 0..100000
 """
 TASK = """name: overhead
 seed: seed.py
-evaluator: {name: synthetic, params: {target: 1000000}}
+evaluator: {name: synthetic, params: {target: 1000000, delay_s: DELAY}}
 objectives: [{name: distance, direction: minimize}]
 search: {islands: 4, migration_interval: 50}
 budget: {candidates: BUDGET}
@@ -166,11 +168,17 @@ class Ticks:
 
 
 def time_loop(
-    folder: Path, prefilled: int, new: int, workers: int, store: Store | None = None
+    folder: Path,
+    prefilled: int,
+    new: int,
+    workers: int,
+    store: Store | None = None,
+    delay: float = 0.0,
 ) -> dict[str, float]:
     """One run of the loop on a SQLite store in `folder`, or on `store`."""
     (folder / "seed.py").write_text(SEED)
-    (folder / "task.yaml").write_text(TASK.replace("BUDGET", str(prefilled + new)))
+    task_text = TASK.replace("BUDGET", str(prefilled + new)).replace("DELAY", repr(delay))
+    (folder / "task.yaml").write_text(task_text)
     task = load_task(folder / "task.yaml")
     store = store or Store(f"sqlite:///{folder / 'evolve.db'}")
     store.create_run("bench", task_path=str(task.path), task_yaml=task.text, seed=0, settings={})
@@ -211,11 +219,13 @@ def drop_schema(url: str, schema: str) -> None:
     admin.dispose()
 
 
-def postgres_loop(url: str, prefilled: int, new: int, workers: int) -> dict[str, float]:
+def postgres_loop(
+    url: str, prefilled: int, new: int, workers: int, delay: float
+) -> dict[str, float]:
     store, schema = postgres_store(url)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            return time_loop(Path(tmp), prefilled, new, workers, store)
+            return time_loop(Path(tmp), prefilled, new, workers, store, delay)
     finally:
         drop_schema(url, schema)
 
@@ -247,18 +257,26 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="runs of each size, alternated")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--postgres", help="also time the store calls on this PostgreSQL URL")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds each evaluation sleeps")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
-    say(f"{machine()}, {load_average()}; {args.new} new candidates, {args.workers} workers")
+    say(
+        f"{machine()}, {load_average()}; {args.new} new candidates, {args.workers} workers, "
+        f"evaluations of {args.delay * 1e3:g} ms"
+    )
     cluster.connect(None)
     runs: dict[int, list[dict[str, float]]] = {size: [] for size in sizes}
     on_postgres: list[dict[str, float]] = []
     for _ in range(args.repeats):
         for size in sizes:
             with tempfile.TemporaryDirectory() as tmp:
-                runs[size].append(time_loop(Path(tmp), size, args.new, args.workers))
+                runs[size].append(
+                    time_loop(Path(tmp), size, args.new, args.workers, delay=args.delay)
+                )
         if args.postgres:
-            on_postgres.append(postgres_loop(args.postgres, sizes[0], args.new, args.workers))
+            on_postgres.append(
+                postgres_loop(args.postgres, sizes[0], args.new, args.workers, args.delay)
+            )
     say(
         f"{'in store':>9} {'loop ms/cand':>13} {'cand/s':>10} {'driver CPU ms/cand':>19} "
         f"{'set-up s':>9} {'pick µs':>8}"

@@ -208,8 +208,10 @@ class Engine:
                     self._record_result(*finished)
             elif ref in self.proposer.in_flight:
                 self._adopt(self.proposer.finish(ref, room=self.budgets.room_for(self.added)))
-            else:
+            elif self.pool.waits_on(ref):
                 self.pool.started(ref)
+            # else: a job queued on a worker lost earlier in this batch, already back in
+            # the queue (evolve/dispatch.py)
         for job, finished in self.dispatch.overdue():
             self._record_result(job, finished)
         self.budgets.flush_wall()

@@ -1,5 +1,6 @@
-"""The evaluation workers of one run: started, set up with the seed, handed out one job at
-a time, replaced when lost, and closed at the end.
+"""The evaluation workers of one run: started, set up with the seed, handed out jobs (one at
+a time, or with a second queued behind it: see `take`), replaced when lost, and closed at
+the end.
 
 Nothing here waits on a worker. A worker is placed, then set up (its `prepare`, which may
 build and time the seed, or build a corpus for minutes) while the loop goes on with the
@@ -33,6 +34,7 @@ START_DEADLINE_S = 60.0  # for Ray to place a new worker on a node with a free C
 ROOM_POLL_S = 5.0  # how often a shrunk pool looks for free CPUs
 RETRY_AFTER_FAILED_SETUP_S = 30.0  # a slot whose set-up failed waits this long, then doubles
 MAX_RETRY_S = 600.0
+DEPTH = 2  # jobs a worker holds at most: the one it runs, and one queued behind it
 
 
 class SetupFailed(RuntimeError):
@@ -61,7 +63,8 @@ class WorkerPool:
         self.evaluator, self.sandbox, self.seed, self.size = evaluator, sandbox, seed, size
         self.events = events
         self.idle: list[ActorHandle] = []
-        self.busy: set[ActorHandle] = set()
+        self.busy: dict[ActorHandle, int] = {}  # a worker with jobs: how many (1 or DEPTH)
+        self.one_job: dict[ActorHandle, None] = {}  # busy with one job, oldest first
         self.workers: dict[ActorHandle, Placement] = {}
         self.placing: dict[ray.ObjectRef, Placing] = {}
         # Placed workers running their set-up: no deadline, as a set-up may build a corpus
@@ -92,6 +95,9 @@ class WorkerPool:
     def refs(self) -> list[ray.ObjectRef]:
         """What the loop waits on for the pool, beside its evaluations."""
         return [*self.placing, *self.preparing]
+
+    def waits_on(self, ref: ray.ObjectRef) -> bool:
+        return ref in self.placing or ref in self.preparing
 
     def started(self, ref: ray.ObjectRef) -> None:
         """One of `refs()` is ready: a worker was placed, or finished its set-up."""
@@ -181,7 +187,8 @@ class WorkerPool:
         within START_DEADLINE_S the pool shrinks."""
         where = self.workers.pop(lost, None)
         log.warning("replacing %s, lost or overdue", where.name if where else "a worker")
-        self.busy.discard(lost)
+        self.busy.pop(lost, None)
+        self.one_job.pop(lost, None)
         ray.kill(lost, no_restart=True)
         self._spawn()
 
@@ -223,18 +230,31 @@ class WorkerPool:
 
     # -- handing out work -------------------------------------------------------------
 
-    def take(self, *, avoid: str | None = None, cpu: str | None = None) -> ActorHandle | None:
+    def has_room(self, *, queue: bool = False) -> bool:
+        """Whether a job could be taken now: by an idle worker, or (`queue`) behind the one
+        job of a busy worker."""
+        return bool(self.idle) or (queue and bool(self.one_job))
+
+    def take(
+        self, *, avoid: str | None = None, cpu: str | None = None, queue: bool = False
+    ) -> ActorHandle | None:
         """An idle worker, or None. `avoid` (a worker's name) asks for another worker, on
         another host where possible; `cpu` asks for that machine kind. A job that asks waits
         while a worker that would suit it is busy or starting, and takes what there is once
-        none would."""
-        if not self.idle:
+        none would. With `queue`, a job that asks for nothing may wait behind the one job of
+        the worker that has been busy longest, when none is idle: the worker starts it the
+        moment the first ends, without waiting for the driver (evolve/dispatch.py says when)."""
+        choice = self._suitable(avoid, cpu) if self.idle else None
+        if choice is not None:
+            self.idle.remove(choice)
+            self.busy[choice] = 1
+            self.one_job[choice] = None
+            return choice
+        if not (queue and avoid is None and cpu is None and self.one_job):
             return None
-        choice = self._suitable(avoid, cpu)
-        if choice is None:
-            return None
-        self.idle.remove(choice)
-        self.busy.add(choice)
+        choice = next(iter(self.one_job))
+        del self.one_job[choice]
+        self.busy[choice] = DEPTH
         return choice
 
     def _suitable(self, avoid: str | None, cpu: str | None) -> ActorHandle | None:
@@ -259,8 +279,15 @@ class WorkerPool:
         return best
 
     def give_back(self, actor: ActorHandle) -> None:
-        self.busy.discard(actor)
-        self.idle.append(actor)
+        """One of the worker's jobs ended."""
+        jobs = self.busy.pop(actor, 0) - 1
+        if jobs > 0:
+            self.busy[actor] = jobs
+            self.one_job[actor] = None
+            return
+        self.one_job.pop(actor, None)
+        if actor in self.workers:  # not one replaced meanwhile
+            self.idle.append(actor)
 
     def stop(self) -> None:
         """Idle workers close their sandboxes first; busy ones (after Ctrl-C) and those still
@@ -270,4 +297,4 @@ class WorkerPool:
         starting = [p.actor for p in self.placing.values()] + list(self.preparing.values())
         for actor in [*self.idle, *self.busy, *starting]:
             ray.kill(actor, no_restart=True)
-        self.idle, self.busy, self.placing, self.preparing = [], set(), {}, {}
+        self.idle, self.busy, self.one_job, self.placing, self.preparing = [], {}, {}, {}, {}

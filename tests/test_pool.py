@@ -53,6 +53,7 @@ class Watcher:
         self.events: list[Event] = []
         self.snapshots: list[Snapshot] = []
         self.on_event: Callable[[Event], None] = lambda event: None
+        self.on_tick: Callable[[Snapshot], None] = lambda snapshot: None
 
     def event(self, event: Event) -> None:
         self.events.append(event)
@@ -60,6 +61,7 @@ class Watcher:
 
     def tick(self, snapshot: Snapshot) -> None:
         self.snapshots.append(snapshot)
+        self.on_tick(snapshot)
 
     def texts(self) -> list[str]:
         return [e.text for e in self.events]
@@ -175,7 +177,9 @@ def test_take_asks_for_a_machine_kind_and_avoids_a_worker_where_it_can() -> None
     workers.placing, workers.preparing = {}, {}
 
     def take(idle: list[str], busy: set[str], **ask: str) -> str | None:
-        workers.idle, workers.busy = list(idle), set(busy)  # type: ignore[arg-type]
+        workers.idle = list(idle)  # type: ignore[arg-type]
+        workers.busy = dict.fromkeys(busy, 1)  # type: ignore[arg-type]
+        workers.one_job = dict.fromkeys(busy)  # type: ignore[arg-type]
         return workers.take(**ask)  # type: ignore[return-value]
 
     assert take(["a", "b"], set(), cpu="EPYC") == "b"
