@@ -1,8 +1,9 @@
 """Keeping the evaluation workers busy, and hiding their troubles from the loop.
 
-Jobs wait in a queue for an idle worker; a job may ask for a machine kind (a
+Jobs wait in a queue for a worker with room (below); a job may ask for a machine kind (a
 re-measurement, so that a candidate's measurements compare like with like) or to avoid a
-worker (the seed's retry), and waits for a worker that suits it while other jobs go ahead.
+worker (the seed's retry), and waits for an idle worker that suits it while other jobs go
+ahead.
 What is nobody's verdict on the candidate is dealt with here: a worker that died is
 replaced (without waiting for the replacement) and its job retried, a sandbox that is down
 holds its job until it is back, and a worker past the watchdog's deadline is killed and
@@ -16,8 +17,15 @@ had held each worker idle about a third of the time (`bench/overhead.py --delay 
 with slow ones it is noise, and a job held behind a slow one could wait longer than it
 gains while another worker idles, so they go one at a time. Only a job that asks for no
 particular worker is queued. The watchdog times the job a worker runs, not the one queued
-behind it, and a job lost with its worker before it started goes back to the queue
-without counting as an attempt.
+behind it.
+
+A worker lost while it held two jobs leaves it open which one was to blame: the first may
+have finished with its reply still in the process when the second stopped or killed it.
+So no verdict falls then: both go back to the queue to run alone (on an idle worker, with
+nothing queued behind them), the first charged an attempt if the worker died, the second
+not; whichever hangs or kills its worker again does it alone and gets the verdict. A
+candidate cannot have another one recorded as timed out, at the cost of one more
+deadline for a true hang among fast evaluations.
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ class Job:
     input_seed: int = 0  # drawn when the job is submitted
     avoid: str | None = None  # a worker's name: run elsewhere if another worker can
     cpu: str | None = None  # run on this machine kind if a worker of it is alive
+    alone: bool = False  # on an idle worker, with nothing queued behind it (see above)
 
 
 class Dispatcher:
@@ -85,7 +94,9 @@ class Dispatcher:
         queue = self.fast()
         while self.queue and self.pool.has_room(queue=queue) and self.outage.may_submit():
             job = self.queue.popleft()
-            actor = self.pool.take(avoid=job.avoid, cpu=job.cpu, queue=queue)
+            actor = self.pool.take(
+                avoid=job.avoid, cpu=job.cpu, queue=queue and not job.alone, alone=job.alone
+            )
             if actor is None:
                 # A job that waits for an idle worker (a re-measurement, the seed's retry)
                 # gets the next one: nothing more is queued behind busy workers meanwhile,
@@ -115,18 +126,25 @@ class Dispatcher:
         elif was_first:
             self.watchdog.watch(line[0])
 
-    def _lost_with(self, actor: ActorHandle) -> Job:
-        """The worker is gone (dead, or killed past its deadline): the job it was running,
-        whose attempt this was; those queued behind it go back to the queue, first and in
-        their order, as they were, for they never started."""
+    def _lost_with(self, actor: ActorHandle, *, died: bool) -> Job | None:
+        """The worker is gone (`died`, or killed past its deadline) and is replaced. The job
+        it was running, to be judged, if it held no other; otherwise None, and its jobs go
+        back to the queue, first and in their order, each to run alone (see above)."""
         line = self.lines.pop(actor)
-        running, *queued = [self.in_flight.pop(ref)[0] for ref in line]
+        jobs = [self.in_flight.pop(ref)[0] for ref in line]
         for ref in line:
             self.watchdog.forget(ref)
-        for job in reversed(queued):
-            self.add(job, first=True)
         self.pool.replace(actor)
-        return running
+        if len(jobs) == 1:
+            return jobs[0]
+        running, *queued = jobs
+        text = f"a worker holding #{running.candidate.id} and a job queued behind it was lost"
+        self.events.emit(Event("warning", f"{text}; both run again, alone"))
+        if died:
+            running = replace(running, attempt=running.attempt + 1)
+        for job in reversed([running, *queued]):
+            self.add(replace(job, alone=True), first=True)
+        return None
 
     def finish(self, ref: ray.ObjectRef) -> tuple[Job, Finished] | None:
         """The result to record, or None when the job went back to the queue."""
@@ -135,7 +153,10 @@ class Dispatcher:
             finished: Finished = ray.get(ref)
         except RayActorError as exc:
             # Whichever of its jobs says so first: the worker ran the first of its line.
-            job = self._lost_with(actor)
+            lost = self._lost_with(actor, died=True)
+            if lost is None:
+                return None
+            job = lost
             if job.attempt < MAX_ATTEMPTS:
                 text = f"worker died during #{job.candidate.id}; retrying"
                 self.events.emit(Event("warning", text))
@@ -147,10 +168,11 @@ class Dispatcher:
         del self.in_flight[ref]
         self._ended(ref, actor)
         self.pool.give_back(actor)
-        took = max(0.0, finished.finished_at - finished.started_at)
-        self.typical_s = took if self.typical_s is None else (
-            RECENT * took + (1 - RECENT) * self.typical_s
-        )  # fmt: skip
+        if finished.result.ok:  # a failure, or a sandbox that is down, is often quick
+            took = max(0.0, finished.finished_at - finished.started_at)
+            self.typical_s = took if self.typical_s is None else (
+                RECENT * took + (1 - RECENT) * self.typical_s
+            )  # fmt: skip
         if finished.result.status == UNAVAILABLE:  # not the candidate's fault: it waits
             self.outage.down()
             self.add(job, first=True)
@@ -165,7 +187,9 @@ class Dispatcher:
         and its candidate timed out (not retried: it would hang the next worker too)."""
         timed_out = []
         for ref in self.watchdog.overdue():
-            job = self._lost_with(self.in_flight[ref][1])  # the watched job: the one it ran
+            job = self._lost_with(self.in_flight[ref][1], died=False)  # the job it ran
+            if job is None:
+                continue
             text = f"#{job.candidate.id}: evaluation past its deadline"
             self.events.emit(Event("warning", text))
             now = time.time()

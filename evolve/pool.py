@@ -236,19 +236,26 @@ class WorkerPool:
         return bool(self.idle) or (queue and bool(self.one_job))
 
     def take(
-        self, *, avoid: str | None = None, cpu: str | None = None, queue: bool = False
+        self,
+        *,
+        avoid: str | None = None,
+        cpu: str | None = None,
+        queue: bool = False,
+        alone: bool = False,
     ) -> ActorHandle | None:
         """An idle worker, or None. `avoid` (a worker's name) asks for another worker, on
         another host where possible; `cpu` asks for that machine kind. A job that asks waits
         while a worker that would suit it is busy or starting, and takes what there is once
         none would. With `queue`, a job that asks for nothing may wait behind the one job of
         the worker that has been busy longest, when none is idle: the worker starts it the
-        moment the first ends, without waiting for the driver (evolve/dispatch.py says when)."""
+        moment the first ends, without waiting for the driver (evolve/dispatch.py says when).
+        An `alone` job's worker gets nothing queued behind it."""
         choice = self._suitable(avoid, cpu) if self.idle else None
         if choice is not None:
             self.idle.remove(choice)
             self.busy[choice] = 1
-            self.one_job[choice] = None
+            if not alone:
+                self.one_job[choice] = None
             return choice
         if not (queue and avoid is None and cpu is None and self.one_job):
             return None

@@ -212,6 +212,18 @@ def test_a_database_error_is_sqlalchemys_and_the_transaction_rolls_back(
         assert connection.execute(select(THINGS)).all() == []
 
 
+def test_a_value_its_type_refuses_fails_as_through_sqlalchemy(things: sqlalchemy.Engine) -> None:
+    row = {"name": "a", "tags": {"not json": {1, 2}}, "stamp": 1}
+    failures = []
+    for write in (execute_many, lambda c, s, r: c.execute(s, r)):
+        with pytest.raises(Exception) as raised, things.begin() as connection:
+            write(connection, insert(THINGS), [row])
+        failures.append(type(raised.value))
+    assert failures[0] is failures[1]
+    with things.connect() as connection:
+        assert connection.execute(select(THINGS)).all() == []
+
+
 def test_a_value_left_out_that_the_statement_needs_is_refused_as_sqlalchemy_refuses_it(
     things: sqlalchemy.Engine,
 ) -> None:

@@ -3,6 +3,7 @@ EVOLVE_TEST_POSTGRES_URL names a server (`.ci/postgres.sh` starts one and prints
 
 from __future__ import annotations
 
+import multiprocessing
 import pickle
 import signal
 import sqlite3
@@ -167,6 +168,52 @@ def test_a_new_store_has_exactly_the_schema_the_migrations_make(url: str, tmp_pa
         assert schema_of(created) == schema_of(migrated)
         migrated.dispose()
     created.dispose()
+
+
+def test_a_new_store_is_made_without_loading_alembic(url: str) -> None:
+    probe = (
+        "import sys; from evolve.store import Store; Store(sys.argv[1]).close(); "
+        "print(sorted(m for m in ('alembic', 'mako') if m in sys.modules))"
+    )
+    made = subprocess.run(
+        [sys.executable, "-c", probe, url], capture_output=True, text=True, timeout=120
+    )
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.strip() == "[]"
+    engine = raw_engine(url)
+    with engine.connect() as connection:
+        assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
+    engine.dispose()
+
+
+def _open_at_once(url: str, start: Any, said: Any) -> None:
+    """One of several processes that open the same new store at the same moment."""
+    start.wait()
+    try:
+        Store(url).close()
+        said.put("opened")
+    except Exception as error:  # reported to the test, which names it
+        said.put(f"{type(error).__name__}: {error}")
+
+
+def test_processes_that_open_one_new_store_at_once_all_open_it(url: str) -> None:
+    """The first makes the tables; the others wait for it (SQLite's write lock, a
+    PostgreSQL advisory lock) and find them. On SQLite, the switch to WAL of a new file
+    failed "database is locked" for one of two processes in a fifth to a half of tries."""
+    context = multiprocessing.get_context("spawn")
+    start, said = context.Barrier(3), context.Queue()
+    openers = [context.Process(target=_open_at_once, args=(url, start, said)) for _ in range(3)]
+    for opener in openers:
+        opener.start()
+    for opener in openers:
+        opener.join(timeout=120)
+    assert sorted(said.get(timeout=5) for _ in openers) == ["opened"] * 3
+    engine = raw_engine(url)
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
+            (SCHEMA_HEAD,)
+        ]
+    engine.dispose()
 
 
 def test_a_database_with_tables_but_no_version_is_left_to_alembic(url: str) -> None:

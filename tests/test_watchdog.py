@@ -36,8 +36,10 @@ RAY_KILL_GRACE_S = 5  # measured: ray.kill SIGKILLs a worker that does not answe
 
 class StopsItsWorker(SyntheticEvaluator):
     """The synthetic evaluator, except that the first candidate after the seed stops the
-    worker evaluating it, as a candidate that ptrace-attached to its parent once did. Every
-    worker claims the same marker file first, so exactly one candidate does it."""
+    worker evaluating it, as a candidate that ptrace-attached to its parent once did, each
+    time it is evaluated (a worker lost while it held two jobs runs both again, alone:
+    evolve/dispatch.py). Every worker claims the same marker file first, so exactly one
+    candidate does it; each worker it stops adds its pid to the marker."""
 
     def __init__(self, params: Mapping[str, Any], task_dir: Path, marker: Path) -> None:
         super().__init__(params, task_dir)
@@ -52,16 +54,19 @@ class StopsItsWorker(SyntheticEvaluator):
         self.seed_hash = seed.code_hash
 
     def evaluate(self, program: Program, sandbox: Sandbox, *, seed: int) -> EvalResult:
-        if program.code_hash != self.seed_hash and self._claim(program):
+        if program.code_hash != self.seed_hash and self._claimed(program):
+            with open(self.marker, "a") as marker:
+                marker.write(f" {os.getpid()}")
             os.kill(os.getpid(), signal.SIGSTOP)
         return super().evaluate(program, sandbox, seed=seed)
 
-    def _claim(self, program: Program) -> bool:
+    def _claimed(self, program: Program) -> bool:
+        """Whether `program` is the one that stops its worker: the first to claim it."""
         try:
             fd = os.open(self.marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
-            return False
-        os.write(fd, f"{program.code_hash} {os.getpid()}".encode())
+            return self.marker.read_text().split()[0] == program.code_hash
+        os.write(fd, program.code_hash.encode())
         os.close(fd)
         return True
 
@@ -91,14 +96,16 @@ def test_a_stopped_worker_is_killed_at_the_deadline_and_the_run_goes_on(tmp_path
     ).run()
 
     assert outcome.reason == "candidate budget reached (10)"
-    code_hash, pid = marker.read_text().split()
+    code_hash, *pids = marker.read_text().split()
     ends = time.monotonic() + RAY_KILL_GRACE_S + 5  # Ray asks it to exit first, in vain
-    while start_time(int(pid)) is not None and time.monotonic() < ends:
+    while any(start_time(int(pid)) is not None for pid in pids) and time.monotonic() < ends:
         time.sleep(0.1)
-    assert start_time(int(pid)) is None, "the stopped worker is still there"
+    assert all(start_time(int(pid)) is None for pid in pids), "a stopped worker is still there"
     evaluations = store.run_evaluations("r1")
     (stopped,) = [e for e in evaluations if store.candidate(e.candidate_id).code_hash == code_hash]
     assert stopped.status == "timeout" and store.candidate(stopped.candidate_id).status == "timeout"
+    # No other candidate is blamed, not even one its worker held beside the stopped one.
+    assert all(e.status == "ok" for e in evaluations if e is not stopped)
     assert "exceeded its deadline of 11 s" in stopped.feedback
     assert "worker was killed and replaced" in stopped.feedback
     later = [e for e in evaluations if e.started_at > stopped.finished_at and e.status == "ok"]

@@ -31,7 +31,7 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, Dialect, Executable
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.sql.compiler import SQLCompiler
 
 Parameters = Sequence[Any] | dict[str, Any]
@@ -105,7 +105,7 @@ def execute_many(
     if prepared is None:
         connection.execute(statement, list(rows))
         return
-    parameters = [prepared.parameters(row) for row in rows]
+    parameters = _processed(prepared, rows)
     with _cursor(connection, prepared.sql, parameters) as cursor:
         cursor.executemany(prepared.sql, parameters)
 
@@ -118,11 +118,20 @@ def execute_one(
     prepared = _prepared(connection, statement, [values])
     if prepared is None:
         return connection.execute(statement, values).first()
-    parameters = prepared.parameters(values)
+    (parameters,) = _processed(prepared, [values])
     with _cursor(connection, prepared.sql, parameters) as cursor:
         cursor.execute(prepared.sql, parameters)
         returned = cursor.fetchall() if cursor.description else []
     return returned[0] if returned else None
+
+
+def _processed(prepared: Prepared, rows: Sequence[Mapping[str, Any]]) -> list[Parameters]:
+    """Each row's parameters; a value its type's processor refuses (a set in a JSON column)
+    raises SQLAlchemy's StatementError, as `Connection.execute` raises it."""
+    try:
+        return [prepared.parameters(row) for row in rows]
+    except Exception as error:
+        raise StatementError(str(error), prepared.sql, None, error) from error
 
 
 @contextmanager

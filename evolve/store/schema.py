@@ -1,9 +1,11 @@
 """The tables of the lineage store.
 
-This module is the schema's source of truth for queries and for Alembic's autogenerate, but
-it never creates tables itself: only migrations do, so that every database, old or new, goes
-through the same steps. Times are floats of unix seconds, which every backend stores alike.
-Constraint names are fixed by a naming convention so migrations can refer to them by name.
+This module is the schema's source of truth for queries and for Alembic's autogenerate. A
+new, empty database gets its tables from here in one go, stamped as the newest migration
+(evolve/store/new_schema.py); one that exists is brought to head by the migrations, and
+tests/test_store.py holds the two to the same schema. Times are floats of unix seconds,
+which every backend stores alike. Constraint names are fixed by a naming convention so
+migrations can refer to them by name.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Bringing a database's schema to head with Alembic, from the migrations beside this file.
 
-Only a database that is new or behind needs this (evolve/store/database.py), so Alembic,
-with the Mako templates it loads, stays out of every process that opens a current one.
+Only a database that is behind needs this (evolve/store/database.py; a new one gets its
+tables at once, evolve/store/new_schema.py), so Alembic, with the Mako templates it loads,
+stays out of every process that opens a current one.
 """
 
 from __future__ import annotations
