@@ -287,14 +287,13 @@ class WorkerPool:
 
     def give_back(self, actor: ActorHandle) -> None:
         """One of the worker's jobs ended."""
-        jobs = self.busy.pop(actor, 0) - 1
+        jobs = self.busy.pop(actor) - 1
         if jobs > 0:
             self.busy[actor] = jobs
             self.one_job[actor] = None
             return
         self.one_job.pop(actor, None)
-        if actor in self.workers:  # not one replaced meanwhile
-            self.idle.append(actor)
+        self.idle.append(actor)
 
     def stop(self) -> None:
         """Idle workers close their sandboxes first; busy ones (after Ctrl-C) and those still

@@ -5,8 +5,8 @@ evaluations, standings and settled proposals (evolve/store/deferred.py). Through
 `Connection.execute`, SQLAlchemy's work around each execution (finding the compiled form,
 processing every value, firing events, building a result) cost the driver 2-3 times what
 the database took to run the statement: in `bench/overhead.py`, a candidate's insert took
-180-240 µs of the driver's CPU and a turn's deferred writes 350-460 µs, against 80-100 µs
-and 130-170 µs here, about a quarter of the driver's CPU per candidate.
+177-242 µs of the driver thread's CPU and a turn's deferred writes 349-460 µs, against
+77-104 µs and 125-165 µs here (three runs each).
 
 A statement is compiled once per dialect and set of value names, by SQLAlchemy, in the
 dialect's own SQL and parameter style. Each execution then does what SQLAlchemy's would
