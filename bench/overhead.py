@@ -299,6 +299,12 @@ def main() -> None:
             f"the loop at {sizes[0]} stored on PostgreSQL: {spread(walls, scale=1e3)} ms per "
             f"candidate, driver CPU {spread([run['cpu'] for run in on_postgres], scale=1e3)} ms"
         )
+        # Each PostgreSQL run against the SQLite run at the same size in the same repeat:
+        # noise that lasts minutes hits both alike.
+        pairs = zip(on_postgres, runs[sizes[0]], strict=True)
+        ratios = [postgres["wall"] / sqlite["wall"] for postgres, sqlite in pairs]
+        median = statistics.median(ratios)
+        say(f"PostgreSQL / SQLite, run by run: {spread(ratios)}x (median {median:.2f}x)")
     sqlite_s, postgres_s = store_costs(args.postgres)
     line = f"store calls per candidate, one transaction each: SQLite {sqlite_s * 1e3:.2f} ms"
     if postgres_s is not None:

@@ -90,6 +90,7 @@ class Admission:
             generation=job.parent.generation + 1,
             mutation={**_mutation_record(proposal.record, job), "summary": summary},
             settlement=Settlement(job.proposal_id, "candidate", proposal.calls, summary=summary),
+            known_new=True,  # `owners` holds every program of the run
         )
         if child is None:  # only another writer of this run could have added it meanwhile
             self.settle(job, "duplicate", proposal.calls, "the same program as another")

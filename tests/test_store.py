@@ -744,9 +744,9 @@ def statements_sent(store: Store) -> Iterator[list[str]]:
 
     on_cursor = cursor_statements._cursor
 
-    def noted(connection: Connection, sql: str, parameters: object) -> Any:
+    def noted(connection: Connection, sql: str, parameters: object, given: Any = None) -> Any:
         sent.append(sql.split()[0].upper())
-        return on_cursor(connection, sql, parameters)
+        return on_cursor(connection, sql, parameters, given)
 
     event.listen(store._engine, "before_cursor_execute", note)
     cursor_statements._cursor = noted

@@ -12,8 +12,10 @@ from sqlalchemy import Select, func, select
 
 from evolve.program import Program
 from evolve.store import statements
+from evolve.store.candidate_ids import CandidateIds
 from evolve.store.cursor_statements import execute_one
 from evolve.store.database import Database
+from evolve.store.deferred import defer, deferring, write_referred
 from evolve.store.proposals import Settlement, settle
 from evolve.store.records import CandidateOutline, CandidateRecord
 from evolve.store.schema import PENDING, Candidate, LLMCall
@@ -21,6 +23,11 @@ from evolve.store.schema import PENDING, Candidate, LLMCall
 
 class Candidates(Database):
     """The store's candidates: each program a run tried, with its parents and its score."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        postgres = self._engine.dialect.name == "postgresql"
+        self._ids = CandidateIds() if postgres else None
 
     def add_candidate(
         self,
@@ -32,12 +39,19 @@ class Candidates(Database):
         generation: int,
         mutation: Mapping[str, Any],
         settlement: Settlement | None = None,
+        known_new: bool = False,
     ) -> CandidateRecord | None:
         """None, with nothing written, if this run already holds the same code: a program is
         evaluated once. The unique constraint decides, so two racing writers cannot both win,
         and the loser's INSERT does nothing rather than fail (which would roll back the
         caller's turn). The proposal that made the candidate is settled in the same
-        transaction, its calls linked to the child and its bandit arm charged."""
+        transaction, its calls linked to the child and its bandit arm charged.
+
+        `known_new`: the caller knows that the run lacks the program (the engine's
+        admission checks every program against all the run holds). Inside a turn on
+        PostgreSQL the row then waits for the turn's end, with an id taken ahead
+        (evolve/store/candidate_ids.py), and a duplicate all the same (another writer's)
+        fails the turn instead of returning None."""
         values = {
             "run_name": run_name,
             "parent_ids": list(parent_ids),
@@ -52,12 +66,21 @@ class Candidates(Database):
             "created_at": time.time(),
         }
         with self._writing() as connection:
-            adding = statements.add_candidate(connection.dialect.name)
-            # On the cursor: one per candidate (evolve/store/cursor_statements.py).
-            added = execute_one(connection, adding, values)
-            if added is None:
-                return None
-            new_id = added[0]
+            if known_new and self._ids is not None and deferring(connection):
+                new_id = values["id"] = self._ids.next(connection)
+                defer(connection, statements.ADD_NUMBERED_CANDIDATE, values, referred=True)
+            else:
+                # The children waiting in the turn first, for ON CONFLICT to see them, and
+                # a new block of ids after: the database numbers this one past the block's.
+                write_referred(connection)
+                if self._ids is not None:
+                    self._ids.forget()
+                adding = statements.add_candidate(connection.dialect.name)
+                # On the cursor: one per candidate (evolve/store/cursor_statements.py).
+                added = execute_one(connection, adding, values)
+                if added is None:
+                    return None
+                new_id = added[0]
             if settlement is not None:
                 settle(connection, settlement, candidate_id=new_id)
         return CandidateRecord(

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy import Connection, Dialect, Executable
 from sqlalchemy.exc import DBAPIError, StatementError
@@ -96,9 +96,15 @@ def _prepared(
 
 
 def execute_many(
-    connection: Connection, statement: Executable, rows: Sequence[Mapping[str, Any]]
+    connection: Connection,
+    statement: Executable,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    cursor: Any = None,
 ) -> None:
-    """The statement once per row, in one `executemany`; rows it returns are not read."""
+    """The statement once per row, in one `executemany`; rows it returns are not read. On
+    `cursor` if given (a pipeline's: evolve/store/pipeline.py), whose owner raises its
+    errors; on a cursor of its own otherwise."""
     if not rows:
         return
     prepared = _prepared(connection, statement, rows)
@@ -106,8 +112,8 @@ def execute_many(
         connection.execute(statement, list(rows))
         return
     parameters = _processed(prepared, rows)
-    with _cursor(connection, prepared.sql, parameters) as cursor:
-        cursor.executemany(prepared.sql, parameters)
+    with _cursor(connection, prepared.sql, parameters, cursor) as on:
+        on.executemany(prepared.sql, parameters)
 
 
 def execute_one(
@@ -135,14 +141,38 @@ def _processed(prepared: Prepared, rows: Sequence[Mapping[str, Any]]) -> list[Pa
 
 
 @contextmanager
-def _cursor(connection: Connection, sql: str, parameters: object) -> Iterator[Any]:
+def _cursor(
+    connection: Connection, sql: str, parameters: object, given: Any = None
+) -> Iterator[Any]:
     """The connection's DBAPI cursor, closed at the end; a DBAPI error inside is raised as
-    SQLAlchemy's own, as `Connection.execute` raises it."""
-    dbapi = connection.dialect.loaded_dbapi
+    SQLAlchemy's own, as `Connection.execute` raises it. A `given` cursor is its owner's,
+    to close and to raise the errors of."""
+    if given is not None:
+        yield given
+        return
     cursor = connection.connection.cursor()
     try:
         yield cursor
-    except dbapi.Error as error:
-        raise DBAPIError.instance(sql, parameters, error, dbapi.Error) from error
+    except Exception as error:
+        raise_as_sqlalchemy(connection, error, sql, parameters)
     finally:
         cursor.close()
+
+
+def raise_as_sqlalchemy(
+    connection: Connection, error: Exception, sql: str | None, parameters: object
+) -> NoReturn:
+    """What `Connection.execute` would raise for an error on the DBAPI's cursor: the DBAPI's
+    error as SQLAlchemy's own class of it, with a lost connection invalidated, as
+    SQLAlchemy does it, so that the pool discards it and the caller's rollback does not
+    fail on it a second time; anything else (a value psycopg cannot adapt) as it is."""
+    dbapi = connection.dialect.loaded_dbapi
+    if not isinstance(error, dbapi.Error):
+        raise error
+    driver = connection.connection.dbapi_connection
+    lost = connection.dialect.is_disconnect(error, driver, None)
+    if lost:
+        connection.invalidate(error)
+    raise DBAPIError.instance(
+        sql, parameters, error, dbapi.Error, connection_invalidated=lost
+    ) from error

@@ -31,7 +31,13 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from evolve.store.deferred import close_deferring, flush_deferred, open_deferring
+from evolve.store.deferred import (
+    close_deferring,
+    commit_deferred,
+    flush_deferred,
+    open_deferring,
+    write_referred,
+)
 from evolve.store.new_schema import create_if_new
 
 # The newest revision in migrations/versions (tests/test_store.py checks that it is). A
@@ -92,7 +98,10 @@ def _sqlite_begin(connection: Connection) -> None:
 
 def _engine(url: URL) -> Engine:
     if url.get_backend_name() != "sqlite":
-        return create_engine(url)
+        engine = create_engine(url)
+        # A turn's new candidates wait with its other writes (evolve/store/candidate_ids.py).
+        event.listen(engine, "before_cursor_execute", write_referred)
+        return engine
     if url.database and url.database != ":memory:":
         Path(url.database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url)
@@ -145,7 +154,7 @@ class Database:
             open_deferring(connection)
             try:
                 yield
-                flush_deferred(connection)
+                commit_deferred(connection)
             finally:
                 self._turn = None
                 close_deferring(connection)

@@ -68,6 +68,10 @@ def charge_arm(dialect: str) -> Insert:
 
 
 CANDIDATE = select(*CANDIDATES.c).where(CANDIDATES.c.id == bindparam("id"))
+# A candidate whose id was taken ahead (evolve/store/candidate_ids.py), deferred: no ON
+# CONFLICT, so a program another writer added meanwhile fails the turn instead of leaving
+# the turn's later rows naming a candidate that was never written.
+ADD_NUMBERED_CANDIDATE = insert(CANDIDATES).inline()
 
 # Deferred inserts (evolve/store/deferred.py) are `inline`: no implicit RETURNING of the new
 # id, which nobody needs, and which psycopg's pipeline could not answer before its end.
