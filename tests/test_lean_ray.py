@@ -36,6 +36,21 @@ def descendants_commands(root: int) -> list[str]:
 
 
 @pytest.mark.usefixtures("ray_session")
+def test_a_local_instance_keeps_no_task_events() -> None:
+    """Nothing reads them without a dashboard, and the GCS kept every task's, growing
+    through a run (evolve/cluster.py). Ray's processes report them once a second."""
+    from ray._private.state import state
+
+    @ray.remote(num_cpus=0)
+    def nothing() -> None:
+        return None
+
+    ray.get([nothing.remote() for _ in range(20)], timeout=60)
+    time.sleep(2.5)
+    assert state._get_all_task_events() == []
+
+
+@pytest.mark.usefixtures("ray_session")
 def test_a_local_instance_leaves_out_the_monitors_and_the_dashboard_and_still_runs_tasks() -> None:
     @ray.remote(num_cpus=0)
     def answer() -> int:
