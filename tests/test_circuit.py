@@ -4,6 +4,7 @@ real SDKs against a scripted server in a 429 storm."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 import time
@@ -272,3 +273,27 @@ def test_a_process_trusts_closed_for_a_while_and_reports_only_what_moves_the_cir
     here.report("p", "ok", None, probe=True)
     assert ray.get(circuits.status.remote()) == {}
     assert ray.get(circuits.ask.remote("p")) == (0.0, "closed")
+
+
+@ray.remote(num_cpus=0)
+class SlowToHear:
+    """A host whose reports land late, and whose questions do not wait for them: as two
+    threads of a threaded actor may run them."""
+
+    def __init__(self) -> None:
+        self.state = "closed"
+
+    async def report(self, key: str, status: str, retry_after: float | None = None) -> None:
+        await asyncio.sleep(0.5)
+        self.state = "open"
+
+    async def ask(self, key: str) -> tuple[float, str]:
+        return 0.0, self.state
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_process_hears_its_own_report_before_it_asks_again() -> None:
+    host = SlowToHear.remote()  # type: ignore[attr-defined]
+    circuits = SharedCircuits.reaching(host)
+    circuits.report("p", "rate_limited", None, probe=False)
+    assert circuits.ask("p") == (0.0, "open")

@@ -19,7 +19,14 @@ from evolve.candidate_cache import CandidateCache
 from evolve.llm.client import LLMCall
 from evolve.program import Program
 from evolve.results import EvalResult, StageResult
-from evolve.store import CandidateRecord, Opening, Settlement, Store, default_url
+from evolve.store import (
+    CandidateRecord,
+    Opening,
+    Settlement,
+    Store,
+    cursor_statements,
+    default_url,
+)
 from tests.conftest import postgres_schema
 
 RUN = "run-1"
@@ -99,8 +106,6 @@ def test_a_new_childs_row_waits_for_the_turns_end_and_is_written_before_rows_nam
     """On PostgreSQL nothing goes to the server while the turn adds children and settles
     their proposals: everything goes at its end, the children's rows first, since the
     proposals' rows name them."""
-    from evolve.store import cursor_statements
-
     store = opened(postgres_url)
     seed = store.plant_seed(RUN, program(0))
     opening = Opening(RUN, "autotune", (seed.id,), 0)
