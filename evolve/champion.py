@@ -3,7 +3,8 @@
 A leading candidate is measured twice before it is crowned, and its score is the lower of
 its measurements (the store keeps the minimum), so one lucky run cannot win. A result that
 the evaluator flags as physically implausible, or a child many times faster than its
-parent in one step, is suspect on top of that: it is measured again with fresh inputs,
+parent in one step (than its nearest ancestor not flagged, where the parent is), is
+suspect on top of that: it is measured again with fresh inputs,
 each of its later measurements carries the flag, and it is crowned only when its two
 latest measurements agree, so that a trick which works on some inputs and not on others
 cannot take the crown.
@@ -127,7 +128,7 @@ class Referee:
         if child is None or not candidate.parent_ids:
             return None
         parent_id = candidate.parent_ids[0]
-        passed = [e for e in self.store.evaluations(parent_id) if e.status == OK]
+        base_id, passed = self._baseline(parent_id)
         # Compared within one machine kind where the parent was measured on the child's:
         # a step measured across kinds is partly the machines' difference. A parent measured
         # only elsewhere is still compared, which errs towards a re-measurement.
@@ -139,10 +140,31 @@ class Referee:
         step = child / parent
         if step <= self.spec.max_step_speedup:
             return None
+        over = (
+            f"parent #{parent_id}"
+            if base_id == parent_id
+            else f"ancestor #{base_id} (parent #{parent_id} is flagged itself)"
+        )
         return (
-            f"step speedup {step:.1f}x over parent #{parent_id} is more than "
+            f"step speedup {step:.1f}x over {over} is more than "
             f"max_step_speedup {self.spec.max_step_speedup:g}x"
         )
+
+    def _baseline(self, parent_id: int) -> tuple[int, list[EvaluationRecord]]:
+        """The ancestor a step is measured from, with its passing evaluations: the parent,
+        unless it is flagged itself, then the nearest ancestor along first parents that is
+        not. A suspect's child claims no step over the suspect, and was crowned once (a CI
+        run of test_champion) while its parent still waited for the measurements that
+        refused it; measured from the grandparent, the child is as suspect as its parent.
+        Where every ancestor is flagged, the parent."""
+        ancestor_id: int | None = parent_id
+        while ancestor_id is not None:
+            passed = [e for e in self.store.evaluations(ancestor_id) if e.status == OK]
+            if not is_flagged(passed):
+                return ancestor_id, passed
+            ancestor = self.store.candidate(ancestor_id)
+            ancestor_id = ancestor.parent_ids[0] if ancestor and ancestor.parent_ids else None
+        return parent_id, [e for e in self.store.evaluations(parent_id) if e.status == OK]
 
     @staticmethod
     def _suspicion(evaluations: Sequence[EvaluationRecord]) -> str | None:
