@@ -153,9 +153,10 @@ class Referee:
     def _baseline(self, parent_id: int) -> tuple[int, list[EvaluationRecord]]:
         """The ancestor a step is measured from, with its passing evaluations: the parent,
         unless it is flagged itself, then the nearest ancestor along first parents that is
-        not. A suspect's child claims no step over the suspect, and was crowned once (a CI
-        run of test_champion) while its parent still waited for the measurements that
-        refused it; measured from the grandparent, the child is as suspect as its parent.
+        not. A suspect's child claims no step over the suspect, and was crowned (in each of
+        ten runs of test_champion's hundredfold test) while its parent still waited for the
+        measurements that refused it; measured from the grandparent, the child is as
+        suspect as its parent.
         Where every ancestor is flagged, the parent."""
         ancestor_id: int | None = parent_id
         while ancestor_id is not None:
