@@ -3,11 +3,11 @@
 A leading candidate is measured twice before it is crowned, and its score is the lower of
 its measurements (the store keeps the minimum), so one lucky run cannot win. A result that
 the evaluator flags as physically implausible, or a child many times faster than its
-parent in one step (than its nearest ancestor not flagged, where the parent is), is
-suspect on top of that: it is measured again with fresh inputs,
-each of its later measurements carries the flag, and it is crowned only when its two
-latest measurements agree, so that a trick which works on some inputs and not on others
-cannot take the crown.
+parent in one step (than its nearest ancestor whose measurements are believed, where the
+parent is flagged and not yet confirmed), is suspect on top of that: it is measured again
+with fresh inputs, each of its later measurements carries the flag, and it is crowned
+only when its two latest measurements agree, so that a trick which works on some inputs
+and not on others cannot take the crown.
 """
 
 from __future__ import annotations
@@ -129,9 +129,9 @@ class Referee:
             return None
         parent_id = candidate.parent_ids[0]
         base_id, passed = self._baseline(parent_id)
-        # Compared within one machine kind where the parent was measured on the child's:
-        # a step measured across kinds is partly the machines' difference. A parent measured
-        # only elsewhere is still compared, which errs towards a re-measurement.
+        # Compared within one machine kind where the baseline was measured on the child's:
+        # a step measured across kinds is partly the machines' difference. A baseline
+        # measured only elsewhere is still compared, which errs towards a re-measurement.
         kind = machine_kind(result.sandbox)
         alike = [e for e in passed if machine_kind(e.sandbox) == kind] or passed
         parent = alike[-1].metrics.get(STEP_METRIC) if alike else None
@@ -143,7 +143,7 @@ class Referee:
         over = (
             f"parent #{parent_id}"
             if base_id == parent_id
-            else f"ancestor #{base_id} (parent #{parent_id} is flagged itself)"
+            else f"ancestor #{base_id} (parent #{parent_id} is flagged, not yet believed)"
         )
         return (
             f"step speedup {step:.1f}x over {over} is more than "
@@ -152,20 +152,34 @@ class Referee:
 
     def _baseline(self, parent_id: int) -> tuple[int, list[EvaluationRecord]]:
         """The ancestor a step is measured from, with its passing evaluations: the parent,
-        unless it is flagged itself, then the nearest ancestor along first parents that is
-        not. A suspect's child claims no step over the suspect, and was crowned (in each of
-        ten runs of test_champion's hundredfold test) while its parent still waited for the
+        unless its own measurements are not believed (flagged, and its two latest do not
+        agree yet), then the nearest ancestor along first parents whose are. A suspect's
+        child claims no step over the suspect, and was crowned (in each of ten runs of
+        test_champion's hundredfold test) while its parent still waited for the
         measurements that refused it; measured from the grandparent, the child is as
-        suspect as its parent.
-        Where every ancestor is flagged, the parent."""
-        ancestor_id: int | None = parent_id
-        while ancestor_id is not None:
-            passed = [e for e in self.store.evaluations(ancestor_id) if e.status == OK]
-            if not is_flagged(passed):
-                return ancestor_id, passed
+        suspect as its parent. Where no ancestor is believed, the parent."""
+        parent_passed = self._passed(parent_id)
+        ancestor_id, passed = parent_id, parent_passed
+        while not self._believed(passed):
             ancestor = self.store.candidate(ancestor_id)
-            ancestor_id = ancestor.parent_ids[0] if ancestor and ancestor.parent_ids else None
-        return parent_id, [e for e in self.store.evaluations(parent_id) if e.status == OK]
+            if ancestor is None or not ancestor.parent_ids:
+                return parent_id, parent_passed
+            ancestor_id = ancestor.parent_ids[0]
+            passed = self._passed(ancestor_id)
+        return ancestor_id, passed
+
+    def _passed(self, candidate_id: int) -> list[EvaluationRecord]:
+        return [e for e in self.store.evaluations(candidate_id) if e.status == OK]
+
+    def _believed(self, passed: list[EvaluationRecord]) -> bool:
+        """As the referee would crown it: not flagged, or flagged with its two latest
+        scores in agreement."""
+        if not is_flagged(passed):
+            return True
+        if len(passed) < 2:
+            return False
+        a, b = passed[-2].score, passed[-1].score
+        return a is not None and b is not None and agree(a, b, self.spec.agreement)
 
     @staticmethod
     def _suspicion(evaluations: Sequence[EvaluationRecord]) -> str | None:

@@ -136,9 +136,10 @@ def test_a_big_step_flags_its_result_and_every_later_measurement(store: Store) -
     assert plain.feedback == "" and "flagged" not in plain.metrics
 
 
-def test_a_suspects_child_is_measured_from_the_nearest_ancestor_not_flagged(store: Store) -> None:
+def test_a_suspects_child_is_measured_from_the_nearest_ancestor_believed(store: Store) -> None:
     """A child of a flagged candidate claims no step over it; over the grandparent it
-    claims the same leap, and is as suspect."""
+    claims the same leap, and is as suspect. A flagged parent whose measurements came to
+    agree is believed, and is the baseline again."""
     referee = Referee(ChampionSpec(max_step_speedup=50.0), store)
     grandparent = measure(store, add(store, 1), 1.0, speedup=2.0)
     suspect = measure(store, add(store, 2, grandparent), 9.0, flagged=True, speedup=200.0)
@@ -146,11 +147,14 @@ def test_a_suspects_child_is_measured_from_the_nearest_ancestor_not_flagged(stor
     result = EvalResult("ok", metrics={"speedup": 200.0})
     assert referee.review("evaluate", child, result) == (
         f"step speedup 100.0x over ancestor #{grandparent.id} (parent #{suspect.id} is "
-        "flagged itself) is more than max_step_speedup 50x"
+        "flagged, not yet believed) is more than max_step_speedup 50x"
     )
     assert result.metrics["flagged"] == 1.0
     honest = add(store, 4, suspect)  # as fast as its flagged parent's grandparent: no step
     assert referee.review("evaluate", honest, EvalResult("ok", metrics={"speedup": 3.0})) is None
+    confirmed = measure(store, suspect, 9.5, flagged=True, speedup=200.0)  # agrees with 9.0
+    later = EvalResult("ok", metrics={"speedup": 300.0})
+    assert referee.review("evaluate", add(store, 5, confirmed), later) is None
 
 
 def test_resume_passes_over_refused_candidates_and_remeasures_unverified_ones(
