@@ -237,7 +237,8 @@ class _Reaching:
     def ask(self, key: str) -> tuple[float, State]:
         with self.lock:
             told, self.told = self.told, []
-        ray.get(told)
+        if told:
+            ray.get(told)
         return ray.get(self.host.ask.remote(key))
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Executable
 
-from evolve.store.pipeline import send
+from evolve.store.pipeline import Batches, send
 
 DEFERRED = "evolve.deferred"  # the open turn's deferred writes, in its connection's info
 REFERRED = "evolve.referred"  # those of them that others may refer to, sent first
@@ -81,11 +81,11 @@ def write_referred(connection: Connection, *_: object) -> None:
     send(connection, _taken(connection, REFERRED))
 
 
-def _all_taken(connection: Connection) -> list[tuple[Executable, list[dict[str, Any]]]]:
+def _all_taken(connection: Connection) -> Batches:
     return [*_taken(connection, REFERRED), *_taken(connection, DEFERRED)]
 
 
-def _taken(connection: Connection, kind: str) -> list[tuple[Executable, list[dict[str, Any]]]]:
+def _taken(connection: Connection, kind: str) -> Batches:
     """The rows waiting, taken out before they are sent: a statement SQLAlchemy runs to
     send them (cursor_statements' fallback) calls `write_referred` again, which must find
     nothing left."""

@@ -46,7 +46,8 @@ def _pipeline(connection: Connection, *, opening: bool) -> Iterator[Any]:
     libpq older than 14: one round trip per statement). `opening`: if no transaction is
     open yet, its BEGIN goes in the pipeline too (see above). An error in any statement
     surfaces as the pipeline ends; it is raised as SQLAlchemy's own, as an error from
-    `execute` would be, and the transaction is left for the caller to roll back."""
+    `execute` would be, and the transaction is rolled back (here, if its BEGIN was ours;
+    by the caller otherwise)."""
     dbapi = connection.dialect.loaded_dbapi
     if connection.dialect.driver != "psycopg" or not dbapi.Pipeline.is_supported():
         yield None
