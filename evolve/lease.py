@@ -78,6 +78,9 @@ class Heartbeat:
             return False
         if time.monotonic() - self.renewed_at < LEASE_S - RENEW_S:
             return True
+        # The caller's own turns first: a commit of theirs that failed is raised to the
+        # caller here, not swallowed below as a blip of the store (evolve/store/commits.py).
+        self.store.wait_for_commits()
         return self._renew()
 
     def _renew(self) -> bool:

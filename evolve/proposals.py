@@ -259,6 +259,8 @@ class Proposer:
         """Send the proposals opened since the last call to the proposal workers; called
         once the transaction that opened them has committed, since their model calls are
         written under them from elsewhere (evolve/ledger_writer.py) and must find them."""
+        if self.outbox:
+            self.store.wait_for_commits()
         for job, proposal_id, request in self.outbox:
             model_made = job.mutator in LLM_OPERATORS
             keys = self.keys if model_made else Keys()

@@ -10,13 +10,14 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from evolve.store import Store
 from sandboxes import docker_available
-from tests.conftest import write_synthetic_task
+from tests.conftest import postgres_schema, write_synthetic_task
 
 EVOLVE = [sys.executable, "-m", "evolve"]
 
@@ -59,13 +60,27 @@ def test_a_malformed_task_exits_2_naming_file_line_and_field(tmp_path: Path) -> 
     assert not (tmp_path / "results" / "evolve.db").exists()
 
 
-def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Where the run's store is: its default SQLite file, or a PostgreSQL schema of its own
+    (where turns commit on a thread of their own: evolve/store/commits.py)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'results' / 'evolve.db'}"
+        return
+    with postgres_schema() as url:
+        yield url
+
+
+def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(
+    tmp_path: Path, store_url: str
+) -> None:
     task = write_synthetic_task(
         tmp_path / "task", candidates=40, params="{target: 100, delay_s: 0.2}"
     )
-    db = tmp_path / "results" / "evolve.db"
+    database = ["--db", store_url]
+    sqlite_file = Path(store_url.removeprefix("sqlite:///")) if "sqlite" in store_url else None
     driver = subprocess.Popen(
-        [*EVOLVE, "run", str(task), "--name", "crash", "--workers", "2", "--plain"],
+        [*EVOLVE, "run", str(task), "--name", "crash", "--workers", "2", "--plain", *database],
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -76,24 +91,25 @@ def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path: Path) -
         finished_before: dict[int, tuple[int, str]] = {}
         while time.monotonic() < deadline and len(finished_before) < 10:
             time.sleep(0.3)
-            if db.exists():
-                with Store(f"sqlite:///{db}") as store:
-                    if store.get_run("crash"):
-                        finished_before = _evaluations(store)
+            if sqlite_file is not None and not sqlite_file.exists():
+                continue  # the driver makes it (a PostgreSQL schema is made under a lock)
+            with Store(store_url) as store:
+                if store.get_run("crash"):
+                    finished_before = _evaluations(store)
         assert len(finished_before) >= 10, "the run never got going"
         driver.send_signal(signal.SIGKILL)
         driver.wait(timeout=30)
     finally:
         _kill_group(driver)
-    with Store(f"sqlite:///{db}") as store:
+    with Store(store_url) as store:
         finished_before = _evaluations(store)  # whatever committed before the kill
         assert store.count_candidates("crash") < 40
 
-    resumed = evolve("run", "--resume", "crash", "--workers", "2", cwd=tmp_path)
+    resumed = evolve("run", "--resume", "crash", "--workers", "2", *database, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming run crash" in resumed.stdout
 
-    with Store(f"sqlite:///{db}") as store:
+    with Store(store_url) as store:
         after = _evaluations(store)
         assert all(after[e] == finished_before[e] for e in finished_before), (
             "a finished evaluation changed"

@@ -8,16 +8,20 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from sqlalchemy.exc import IntegrityError
 
 from evolve import lease
 from evolve.engine import Engine
 from evolve.lease import RunTakenOver
+from evolve.program import Program
+from evolve.results import EvalResult
 from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
-from tests.conftest import EVOLVE, wait_for_driver, write_synthetic_task
+from tests.conftest import EVOLVE, postgres_schema, wait_for_driver, write_synthetic_task
 
 OTHER_DRIVER = {"host": "elsewhere", "pid": 1, "started": 1.0, "user": "someone"}
 
@@ -130,6 +134,30 @@ def test_a_driver_that_wakes_past_its_lease_asks_the_store_before_it_writes(
         assert beat.holds()  # fresh: no query, and nobody could have taken a fresh lease
         beat.renewed_at -= lease.LEASE_S  # as after a suspension
         assert not beat.holds() and beat.lost
+
+
+@pytest.mark.postgres
+def test_a_renewal_in_the_drivers_thread_lets_its_failed_commit_through() -> None:
+    """On PostgreSQL a turn commits on a thread of its own, and its failure is raised at the
+    driver's next statement (evolve/store/commits.py). A renewal that is that statement
+    must not take the failure for a blip of the store, which it logs and forgets."""
+    with postgres_schema() as url, Store(url) as store:
+        store.create_run("r", task_path="t", task_yaml="", seed=0, settings={})
+        me = lease.holder()
+        lease.take(store, "r", me)
+        beat = lease.Heartbeat(store, "r", me)
+        seed = store.plant_seed(
+            "r", Program({"a.py": "# EVOLVE-BLOCK-START\nx = 1\n# EVOLVE-BLOCK-END\n"})
+        )
+        with store.turn():
+            store.record_evaluation(
+                replace(seed, id=10**6), EvalResult(status="ok"), kind="evaluate", score=1.0,
+                input_seed=0, worker="w", started_at=0.0, finished_at=1.0,
+            )  # fmt: skip
+        beat.renewed_at -= lease.LEASE_S  # a renewal is due: the driver asks the store
+        with pytest.raises(IntegrityError):
+            beat.holds()
+        assert beat.holds() and not beat.lost
 
 
 @pytest.mark.usefixtures("ray_session")

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from evolve.llm import LLMCall
 from evolve.program import Program
 from evolve.recent_attempts import RecentAttempts
 from evolve.store import CandidateRecord, Settlement, Store
+from evolve.store.commits import Commits
 from evolve.taskfile import load_task, make_evaluator
 from tests.conftest import SYNTHETIC_SEED, postgres_schema
 from tests.fakes.llm_server import (
@@ -381,12 +383,22 @@ def test_a_kill_9_loses_no_paid_call_and_resume_spends_exactly(tmp_path: Path) -
 
 @pytest.mark.postgres
 @pytest.mark.usefixtures("ray_session")
+@pytest.mark.parametrize("slow_commits", [False, True], ids=["commits as they come", "slow"])
 def test_calls_of_an_instant_model_on_postgresql_all_land_under_their_proposals(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow_commits: bool
 ) -> None:
     """The engine opens model proposals inside a store turn; their calls are written by
     another process the moment the model answers, which on PostgreSQL finds only committed
-    rows. Every call must still land under its proposal."""
+    rows. Every call must still land under its proposal, even when each turn's commit (on
+    the store's commit thread: evolve/store/commits.py) takes longer than the model."""
+    if slow_commits:
+        commit = Commits._end
+
+        def slowly(self: Commits, end: Callable[[], None]) -> None:
+            time.sleep(0.3)
+            commit(self, end)
+
+        monkeypatch.setattr(Commits, "_end", slowly)
     steps = itertools.count(1)
 
     def model(body: dict[str, Any]) -> Reply:  # prose first, a fresh diff on the repair

@@ -660,6 +660,7 @@ def test_a_turn_is_one_transaction_that_sees_its_own_writes(store: Store, url: s
         with outside.connect() as connection:
             seen = connection.execute(text("SELECT count(*) FROM candidates")).scalar()
         assert seen == 1
+    store.wait_for_commits()  # on a server the turn commits on a thread of its own
     with outside.connect() as connection:
         assert connection.execute(text("SELECT count(*) FROM candidates")).scalar() == 2
     outside.dispose()
@@ -667,9 +668,11 @@ def test_a_turn_is_one_transaction_that_sees_its_own_writes(store: Store, url: s
 
 def test_a_turn_that_fails_writes_nothing(store: Store) -> None:
     seed = add(store, 1)
-    with pytest.raises(IntegrityError), store.turn():
-        add(store, 2, parents=[seed.id])
-        evaluate(store, replace(seed, id=12345), PASSED, 1.0)  # no such candidate
+    with pytest.raises(IntegrityError):
+        with store.turn():
+            add(store, 2, parents=[seed.id])
+            evaluate(store, replace(seed, id=12345), PASSED, 1.0)  # no such candidate
+        store.wait_for_commits()
     assert store.count_candidates(RUN) == 1
     with store.turn():  # the store is usable afterwards
         add(store, 3, parents=[seed.id])
@@ -769,7 +772,9 @@ def test_settled_proposals_written_late_in_a_turn_are_read_back_and_kept(store: 
         store.settle_proposal(Settlement(opening, "failed", detail="crashed"))
         store.settle_proposal(Settlement(opening, "failed", detail="crashed"))
     assert store.proposal_outcomes(RUN) == {"duplicate": 3, "failed": 2}
-    with pytest.raises(IntegrityError), store.turn():
-        store.settle_proposal(Settlement(opening, "failed", detail="lost with its turn"))
-        evaluate(store, replace(seed, id=12345), PASSED, 1.0)
+    with pytest.raises(IntegrityError):
+        with store.turn():
+            store.settle_proposal(Settlement(opening, "failed", detail="lost with its turn"))
+            evaluate(store, replace(seed, id=12345), PASSED, 1.0)
+        store.wait_for_commits()
     assert store.proposal_outcomes(RUN) == {"duplicate": 3, "failed": 2}

@@ -124,6 +124,7 @@ def test_a_new_childs_row_waits_for_the_turns_end_and_is_written_before_rows_nam
             for n in (1, 2, 3)
         ]
         assert sent == []
+    store.wait_for_commits()  # the turn's end was handed to the store's commit thread
     assert sent == ["INSERT candidates", "INSERT proposals"]  # one executemany each
     assert [child.id for child in children] == sorted(child.id for child in children)
     assert stored_ids(postgres_url) == [seed.id, *(child.id for child in children)]
@@ -203,10 +204,12 @@ def test_a_duplicate_said_to_be_new_fails_its_whole_turn_on_postgresql(
     store = opened(postgres_url)
     seed = store.plant_seed(RUN, program(0))
     kept = new_child(store, 1, seed)  # outside a turn: written at once
-    with pytest.raises(IntegrityError), store.turn():
-        evaluate(store, kept, 3.0)
-        new_child(store, 2, seed)
-        new_child(store, 1, seed)  # the program of `kept`
+    with pytest.raises(IntegrityError):
+        with store.turn():
+            evaluate(store, kept, 3.0)
+            new_child(store, 2, seed)
+            new_child(store, 1, seed)  # the program of `kept`
+        store.wait_for_commits()
     assert stored_ids(postgres_url) == [seed.id, kept.id]
     assert store.evaluations(kept.id) == []
     store.close()
@@ -236,12 +239,14 @@ def test_a_turn_that_fails_leaves_its_connection_as_it_was(url: str, read_first:
     ghost = replace(seed, id=10**6)  # no such row
     kept = [seed.id]
     for attempt in range(3):
-        with pytest.raises(IntegrityError), store.turn():
-            if read_first:
-                assert store.candidate(seed.id) is not None
-            child = new_child(store, 10 + attempt, seed)
-            assert store.candidate(child.id) == child  # written now, in the turn
-            evaluate(store, ghost, 1.0)
+        with pytest.raises(IntegrityError):
+            with store.turn():
+                if read_first:
+                    assert store.candidate(seed.id) is not None
+                child = new_child(store, 10 + attempt, seed)
+                assert store.candidate(child.id) == child  # written now, in the turn
+                evaluate(store, ghost, 1.0)
+            store.wait_for_commits()
         assert stored_ids(url) == kept
         with store.turn():
             if read_first:
@@ -249,6 +254,7 @@ def test_a_turn_that_fails_leaves_its_connection_as_it_was(url: str, read_first:
             child = new_child(store, 20 + attempt, seed)
             evaluate(store, child, 2.0)
         kept.append(child.id)
+        store.wait_for_commits()
         assert stored_ids(url) == kept
         assert store.candidate(child.id).score == 2.0  # type: ignore[union-attr]
     store.close()
@@ -264,6 +270,8 @@ def test_stores_sharing_a_database_never_hand_out_the_same_id(postgres_url: str)
             with store.turn():
                 made[seed.run_name].append(new_child(store, n, seed).id)
     assert made["a"] == sorted(made["a"]) and made["b"] == sorted(made["b"])
+    first.wait_for_commits()
+    second.wait_for_commits()
     assert len(set(made["a"]) | set(made["b"])) == 300
     assert sorted(stored_ids(postgres_url)) == sorted([s.id for s in seeds] + made["a"] + made["b"])
     first.close()
@@ -276,14 +284,17 @@ def test_a_connection_lost_at_the_turns_end_loses_the_turn_and_the_next_one_work
     store = opened(postgres_url)
     seed = store.plant_seed(RUN, program(0))
     admin = raw_engine(postgres_url)
-    with pytest.raises(OperationalError, match="server closed the connection"), store.turn():
-        new_child(store, 1, seed)
-        turn = store._turn[1].connection.driver_connection  # type: ignore[index, union-attr]
-        with admin.begin() as connection:
-            stop = text("SELECT pg_terminate_backend(:pid)")
-            connection.execute(stop, {"pid": turn.info.backend_pid})
+    with pytest.raises(OperationalError, match="server closed the connection"):
+        with store.turn():
+            new_child(store, 1, seed)
+            turn = store._turn[1].connection.driver_connection  # type: ignore[index, union-attr]
+            with admin.begin() as connection:
+                stop = text("SELECT pg_terminate_backend(:pid)")
+                connection.execute(stop, {"pid": turn.info.backend_pid})
+        store.wait_for_commits()
     admin.dispose()
     with store.turn():
         child = new_child(store, 2, seed)
+    store.wait_for_commits()
     assert stored_ids(postgres_url) == [seed.id, child.id]
     store.close()

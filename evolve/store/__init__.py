@@ -1,6 +1,6 @@
 """The SQL lineage store: SQLite by default, PostgreSQL by URL, schema owned by Alembic."""
 
-from evolve.store.database import default_url
+from evolve.store.engines import default_url
 from evolve.store.proposals import Opening, Settlement
 from evolve.store.records import (
     CandidateRecord,

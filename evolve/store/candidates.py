@@ -15,7 +15,7 @@ from evolve.store import statements
 from evolve.store.candidate_ids import CandidateIds
 from evolve.store.cursor_statements import execute_one
 from evolve.store.database import Database
-from evolve.store.deferred import defer, deferring, write_referred
+from evolve.store.deferred import defer, deferring
 from evolve.store.proposals import Settlement, settle
 from evolve.store.records import CandidateOutline, CandidateRecord
 from evolve.store.schema import PENDING, Candidate, LLMCall
@@ -72,7 +72,7 @@ class Candidates(Database):
             else:
                 # The children waiting in the turn first, for ON CONFLICT to see them, and
                 # a new block of ids after: the database numbers this one past the block's.
-                write_referred(connection)
+                self._flush(connection, everything=False)
                 if self._ids is not None:
                     self._ids.forget()
                 adding = statements.add_candidate(connection.dialect.name)

@@ -1,36 +1,30 @@
-"""Opening the database: the URL, the engine, SQLite's settings, and the schema's version.
-
-SQLite is the default. Its file runs in WAL mode so readers (the leaderboard) never block the
-writer, and with synchronous=NORMAL a commit survives a killed process without an fsync each.
+"""The store's connections: opening the database at its schema's version, and handing the
+store's parts a connection for each read and write, inside a turn (`Database.turn`) or in
+a transaction of their own. The engine itself, and SQLite's settings, are
+evolve/store/engines.py's.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from functools import partial
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    Engine,
     Row,
     Select,
-    create_engine,
     event,
     inspect,
     text,
 )
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import ConnectionPoolEntry
 
+from evolve.store.commits import Commits
 from evolve.store.deferred import (
     close_deferring,
     commit_deferred,
@@ -38,76 +32,27 @@ from evolve.store.deferred import (
     open_deferring,
     write_referred,
 )
+from evolve.store.engines import make_engine, parse_url
 from evolve.store.new_schema import create_if_new
 
 # The newest revision in migrations/versions (tests/test_store.py checks that it is). A
 # database already there, or a new one (evolve/store/new_schema.py), is opened without
 # loading Alembic (evolve/store/upgrade.py).
 SCHEMA_HEAD = "0004_proposals"
-SQLITE_BUSY_TIMEOUT_MS = 30_000
 PAGE_ROWS = 1_000  # rows per read when a whole run is read in pages (`Database._pages`)
 T = TypeVar("T")
 
 
-def default_url(results_dir: Path) -> str:
-    """The SQLite file a run writes when the user names no database."""
-    return URL.create("sqlite", database=str(results_dir / "evolve.db")).render_as_string()
-
-
-def _parse(url: str) -> URL:
-    """Accept the plain `postgresql://` URL users copy from elsewhere; we ship psycopg 3."""
-    parsed = make_url(url)
-    if parsed.drivername in ("postgres", "postgresql"):
-        return parsed.set(drivername="postgresql+psycopg")
-    return parsed
-
-
-def _sqlite_connect(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
-    # The driver's own transaction handling skips BEGIN before DDL and SELECT; switch it off
-    # and let `_sqlite_begin` emit BEGIN, so a migration is atomic and reads are snapshots.
-    dbapi_connection.isolation_level = None  # type: ignore[attr-defined]
-    cursor = dbapi_connection.cursor()
-    # The busy timeout goes first: turning on WAL needs a lock another process may hold.
-    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-    _turn_on_wal(cursor)
-    for pragma in ("synchronous=NORMAL", "foreign_keys=ON"):
-        cursor.execute(f"PRAGMA {pragma}")
-    cursor.close()
-
-
-def _turn_on_wal(cursor: sqlite3.Cursor) -> None:
-    """Two processes opening one new file at once: SQLite's busy handler does not cover the
-    switch to WAL, which failed "database is locked" for one of them in a fifth to a half
-    of tries. It is tried again until the busy timeout."""
-    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
-    while True:
-        try:
-            cursor.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as error:
-            if "locked" not in str(error) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
-
-
-def _sqlite_begin(connection: Connection) -> None:
-    # Writers say BEGIN IMMEDIATE: they take the write lock up front (waiting for it under the
-    # busy timeout) instead of failing when a read inside the transaction turns into a write.
-    connection.exec_driver_sql(connection.get_execution_options().get("sqlite_begin", "BEGIN"))
-
-
-def _engine(url: URL) -> Engine:
-    if url.get_backend_name() != "sqlite":
-        engine = create_engine(url)
-        # A turn's new candidates wait with its other writes (evolve/store/candidate_ids.py).
-        event.listen(engine, "before_cursor_execute", write_referred)
-        return engine
-    if url.database and url.database != ":memory:":
-        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url)
-    event.listen(engine, "connect", _sqlite_connect)
-    event.listen(engine, "begin", _sqlite_begin)
-    return engine
+def _end_turn(connection: Connection, *, commit: bool) -> None:
+    """A turn's end on a server: its deferred writes and COMMIT, or (not `commit`) a
+    rollback as the connection goes back to the pool."""
+    try:
+        if commit:
+            commit_deferred(connection)
+            connection.commit()
+    finally:
+        close_deferring(connection)
+        connection.close()
 
 
 def _stored_revision(connection: Connection) -> str | None:
@@ -124,8 +69,15 @@ class Database:
     write to one short transaction of its own, unless the caller has opened a `turn`."""
 
     def __init__(self, url: str) -> None:
-        self._url = _parse(url)
-        self._engine = _engine(self._url)
+        self._url = parse_url(url)
+        self._engine = make_engine(self._url)
+        # On a server, turns commit on a thread of their own (evolve/store/commits.py); on
+        # SQLite, in the process, that would cost more than it saves. (The listener goes on
+        # before the engine's variant below is made, which copies its listeners as they are.)
+        self._commits: Commits | None = None
+        if self._url.get_backend_name() != "sqlite":
+            event.listen(self._engine, "before_cursor_execute", self._before_statement)
+            self._commits = Commits()
         self._writer = self._engine.execution_options(sqlite_begin="BEGIN IMMEDIATE")
         self._readers: sessionmaker[Session] = sessionmaker(self._engine, expire_on_commit=False)
         self._writers: sessionmaker[Session] = sessionmaker(self._writer, expire_on_commit=False)
@@ -146,18 +98,62 @@ class Database:
         the end: the engine writes all the results that reached it together at once, which
         costs one commit instead of one per write. A crash inside loses the whole turn and
         nothing else, and `--resume` redoes it. Other threads (the lease's heartbeat) keep
-        their own transactions."""
+        their own transactions. On a server the commit goes on while the caller does (see
+        evolve/store/commits.py for what that changes, and what it does not)."""
         if self._turn is not None:
             raise RuntimeError("a store turn is already open")
-        with self._writer.begin() as connection:
-            self._turn = (threading.get_ident(), connection)
-            open_deferring(connection)
-            try:
+        if self._commits is None:
+            with self._writer.begin() as connection:
+                try:
+                    with self._turn_on(connection):
+                        yield
+                    commit_deferred(connection)
+                finally:
+                    close_deferring(connection)
+            return
+        connection = self._writer.connect()
+        try:
+            connection.begin()
+            with self._turn_on(connection):
                 yield
-                commit_deferred(connection)
-            finally:
-                self._turn = None
-                close_deferring(connection)
+            # One turn in flight at most: turns that ended while a slow commit held them up
+            # would each hold a connection until the pool ran out.
+            self._commits.wait()
+        except BaseException:
+            _end_turn(connection, commit=False)
+            raise
+        self._commits.hand_over(partial(_end_turn, connection, commit=True))
+
+    @contextmanager
+    def _turn_on(self, connection: Connection) -> Iterator[None]:
+        self._turn = (threading.get_ident(), connection)
+        open_deferring(connection)
+        try:
+            yield
+        finally:
+            self._turn = None
+
+    def wait_for_commits(self) -> None:
+        """Once the turns this thread ended are committed: before another process is sent
+        work that must find their rows (evolve/store/commits.py)."""
+        if self._commits is not None:
+            self._commits.wait()
+
+    def _before_statement(self, connection: Connection, *_: object) -> None:
+        """Before any statement SQLAlchemy runs on a server (a listener): the turns in
+        flight first, then the open turn's referred rows (evolve/store/deferred.py)."""
+        self.wait_for_commits()
+        write_referred(connection)
+
+    def _flush(self, connection: Connection, *, everything: bool = True) -> None:
+        """Before a statement on the turn's cursor, past the listener: what it may read or
+        name is written first: the turns in flight, and the open turn's deferred writes
+        (`everything`) or its referred rows only."""
+        self.wait_for_commits()
+        if everything:
+            flush_deferred(connection)
+        else:
+            write_referred(connection)
 
     @contextmanager
     def _writing(self) -> Iterator[Connection]:
@@ -177,7 +173,7 @@ class Database:
         turn = self._turn
         if turn is not None and turn[0] == threading.get_ident():
             if flush:
-                flush_deferred(turn[1])
+                self._flush(turn[1])
             yield turn[1]
             return
         with self._engine.connect() as connection:
@@ -195,7 +191,7 @@ class Database:
         turn = self._turn
         if turn is None or turn[0] != threading.get_ident():
             return factory()
-        flush_deferred(turn[1])
+        self._flush(turn[1])
         return Session(bind=turn[1], expire_on_commit=False, join_transaction_mode="rollback_only")
 
     def _pages(
@@ -235,7 +231,11 @@ class Database:
         return self._url.render_as_string(hide_password=False)
 
     def close(self) -> None:
-        self._engine.dispose()
+        try:
+            if self._commits is not None:
+                self._commits.close()
+        finally:
+            self._engine.dispose()
 
     def __enter__(self) -> Self:
         return self

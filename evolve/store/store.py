@@ -3,7 +3,8 @@
 Each public write is one short transaction, so a driver killed at any instant leaves either
 all of a write or none of it, and `evolve run --resume` rebuilds from what is there.
 
-`Store` is only the sum of its parts, one module each: opening the database (`database`),
+`Store` is only the sum of its parts, one module each: opening the database and handing out
+its connections (`database`, with `engines` and `commits`),
 runs (`runs`), candidates and lineage (`candidates`), evaluations (`evaluations`), the model
 calls and bandit arms (`ledger`), the proposals that grouped them (`proposals`) and island
 migrations (`islands`).

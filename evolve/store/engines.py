@@ -1,0 +1,76 @@
+"""The SQLAlchemy engine for a store's URL, with SQLite's settings.
+
+SQLite is the default. Its file runs in WAL mode so readers (the leaderboard) never block the
+writer, and with synchronous=NORMAL a commit survives a killed process without an fsync each.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.pool import ConnectionPoolEntry
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def default_url(results_dir: Path) -> str:
+    """The SQLite file a run writes when the user names no database."""
+    return URL.create("sqlite", database=str(results_dir / "evolve.db")).render_as_string()
+
+
+def parse_url(url: str) -> URL:
+    """Accept the plain `postgresql://` URL users copy from elsewhere; we ship psycopg 3."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgres", "postgresql"):
+        return parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def _sqlite_connect(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
+    # The driver's own transaction handling skips BEGIN before DDL and SELECT; switch it off
+    # and let `_sqlite_begin` emit BEGIN, so a migration is atomic and reads are snapshots.
+    dbapi_connection.isolation_level = None  # type: ignore[attr-defined]
+    cursor = dbapi_connection.cursor()
+    # The busy timeout goes first: turning on WAL needs a lock another process may hold.
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    _turn_on_wal(cursor)
+    for pragma in ("synchronous=NORMAL", "foreign_keys=ON"):
+        cursor.execute(f"PRAGMA {pragma}")
+    cursor.close()
+
+
+def _turn_on_wal(cursor: sqlite3.Cursor) -> None:
+    """Two processes opening one new file at once: SQLite's busy handler does not cover the
+    switch to WAL, which failed "database is locked" for one of them in a fifth to a half
+    of tries. It is tried again until the busy timeout."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def _sqlite_begin(connection: Connection) -> None:
+    # Writers say BEGIN IMMEDIATE: they take the write lock up front (waiting for it under the
+    # busy timeout) instead of failing when a read inside the transaction turns into a write.
+    connection.exec_driver_sql(connection.get_execution_options().get("sqlite_begin", "BEGIN"))
+
+
+def make_engine(url: URL) -> Engine:
+    if url.get_backend_name() != "sqlite":
+        return create_engine(url)
+    if url.database and url.database != ":memory:":
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url)
+    event.listen(engine, "connect", _sqlite_connect)
+    event.listen(engine, "begin", _sqlite_begin)
+    return engine
