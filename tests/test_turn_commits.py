@@ -38,20 +38,20 @@ def locked(
 ) -> Iterator[threading.Event]:
     """No other transaction writes to `table` until the block ends, or for `at_most_s`;
     the event is set if the lock was let go before the block ended."""
-    locked, done, released = threading.Event(), threading.Event(), threading.Event()
+    holding, done, released = threading.Event(), threading.Event(), threading.Event()
 
     def hold() -> None:
         engine = raw_engine(url)
         with engine.begin() as connection:
             connection.execute(text(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
-            locked.set()
+            holding.set()
             if not done.wait(at_most_s):
                 released.set()
         engine.dispose()
 
     holder = threading.Thread(target=hold)
     holder.start()
-    assert locked.wait(HELD_AT_MOST_S)
+    assert holding.wait(HELD_AT_MOST_S)
     try:
         yield released
     finally:
