@@ -3,7 +3,8 @@
 At a turn's end the engine waited for the server: its writes and COMMIT go in one round
 trip (evolve/store/pipeline.py), but the server's work on them and the trip back were
 about half of the 660-870 µs per candidate that the turn's end took on a 2-core machine,
-with the driver idle. Handed to this thread, the commit goes on while the engine takes the next results.
+with the driver idle. Handed to this thread, the commit goes on while the engine takes
+the next results.
 
 What the engine sees does not change:
 - Turns commit one at a time, in the order they ended, each all or nothing: a turn's rows
