@@ -76,6 +76,13 @@ def postgres_schema() -> Iterator[str]:
         admin.dispose()
 
 
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A schema of its own on the test server (`postgres_schema`), for PostgreSQL-only tests."""
+    with postgres_schema() as url:
+        yield url
+
+
 # The kernel contract of the shipped matmul_c task, as flow-style YAML params, for tests that
 # write matmul tasks of their own beside its reference.py.
 MATMUL_CONTRACT = (

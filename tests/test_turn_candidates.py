@@ -42,12 +42,6 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    with postgres_schema() as url:
-        yield url
-
-
 def opened(url: str, runs: tuple[str, ...] = (RUN,)) -> Store:
     store = Store(url)
     for run in runs:

@@ -18,18 +18,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
 from evolve.store import Opening, Settlement, Store
-from tests.conftest import postgres_schema
 from tests.test_turn_candidates import evaluate, new_child, opened, program, raw_engine, stored_ids
 
 pytestmark = pytest.mark.postgres
 T = TypeVar("T")
 HELD_AT_MOST_S = 60  # the lock goes in any case, so that a turn that waits fails, not hangs
-
-
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    with postgres_schema() as url:
-        yield url
 
 
 @contextmanager

@@ -97,8 +97,9 @@ class Database:
         """Every write (and read) this thread makes inside is one transaction, committed at
         the end: the engine writes all the results that reached it together at once, which
         costs one commit instead of one per write. A crash inside loses the whole turn and
-        nothing else, and `--resume` redoes it. Other threads (the lease's heartbeat) keep
-        their own transactions. On a server the commit goes on while the caller does (see
+        nothing else (on a server, also the turn before if its commit had not reached the
+        server), and `--resume` redoes it. Other threads (the lease's heartbeat) keep their
+        own transactions. On a server the commit goes on while the caller does (see
         evolve/store/commits.py for what that changes, and what it does not)."""
         if self._turn is not None:
             raise RuntimeError("a store turn is already open")
