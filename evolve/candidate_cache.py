@@ -2,13 +2,15 @@
 the engine is the only writer of candidates, so what it remembers is never stale.
 
 It keeps the candidates used most lately: a parent picked often stays while the flood of new
-children passes through. A candidate it lacks has not been remembered for thousands of
-candidates, so no write of the store's open turn touches it, and it is read without first
-writing the turn's deferred writes (a search that explores picks old candidates often)."""
+children passes through; a resumed run starts with its best (`warm`). A candidate it lacks
+has not been remembered for thousands of candidates, so no write of the store's open turn
+touches it, and it is read without first writing the turn's deferred writes (a search that
+explores picks old candidates often)."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 
 from evolve.store import CandidateRecord, Store
 
@@ -30,6 +32,14 @@ class CandidateCache:
             raise LookupError(f"candidate #{candidate_id} is not in the store")
         self.remember(record)
         return record
+
+    def warm(self, records: Iterable[CandidateRecord]) -> None:
+        """A resumed run's candidates, best first: its parents are picked mostly from its
+        best, which one read at set-up fetches together instead of one read each as they
+        come up (on a database server, each waits for the commit in flight). The best are
+        remembered last, so they are the last to give way."""
+        for record in reversed(list(records)):
+            self.remember(record)
 
     def remember(self, record: CandidateRecord) -> None:
         self.records[record.id] = record

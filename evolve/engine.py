@@ -128,12 +128,14 @@ class Engine:
         scored = stored_placements(self.store, self.run_name, programs)
         self.strategy.restore(scored, self.store.migrations(self.run_name))
         self.leaders.restore((placed.id, placed.score) for placed in scored)
+        self.candidates.warm(self.store.top(self.run_name, self.candidates.size))
         for candidate in self.champion.restore():
             self.dispatch.add(self._remeasure(candidate))
         counts = self.store.status_counts(self.run_name)
         self.recorded = sum(n for status, n in counts.items() if status != "pending")
         self.failed = sum(n for status, n in counts.items() if status not in ("pending", "ok"))
         for candidate in self.store.pending_candidates(self.run_name):
+            self.candidates.remember(candidate)
             self.dispatch.add(Job(candidate, "evaluate"))
 
     # -- the loop ---------------------------------------------------------------------

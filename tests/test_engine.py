@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event
 
 from evaluators.synthetic import SyntheticEvaluator
 from evolve import outage
@@ -168,3 +169,35 @@ def test_an_unavailable_sandbox_delays_jobs_but_loses_and_records_nothing(
     assert len([e for e in store.run_evaluations("r1") if e.kind == "evaluate"]) == 12
     warnings = [e for e in recorder.events if e.kind == "warning"]
     assert len(warnings) == 3 and "outage number 1" in warnings[0].text
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_resumed_run_picks_its_parents_without_reading_them_one_by_one(
+    tmp_path: Path,
+) -> None:
+    """Its best candidates are read together as it resumes (evolve/candidate_cache.py):
+    the parents it picks among them cost no read of their own in the loop."""
+    _run(tmp_path, write_synthetic_task(tmp_path / "first", candidates=40))
+    store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
+    task = load_task(write_synthetic_task(tmp_path / "more", candidates=80))
+    engine = Engine(
+        task,
+        store,
+        store.get_run("r1"),
+        make_evaluator(task),
+        workers=2,
+        results_dir=tmp_path / "results",
+    )
+    one_by_one: list[str] = []
+
+    def note(conn: object, cursor: object, statement: str, *rest: object) -> None:
+        if statement.startswith("SELECT") and "WHERE candidates.id = " in statement:
+            one_by_one.append(statement)
+
+    event.listen(store._engine, "before_cursor_execute", note)
+    outcome = engine.run()
+
+    assert outcome.reason.startswith("candidate budget reached")
+    assert store.count_candidates("r1") == 80
+    # Only the run's best, read afresh as the run ends.
+    assert len(one_by_one) == 1

@@ -735,6 +735,22 @@ def test_the_engines_cache_keeps_the_candidates_used_most_lately(store: Store) -
         assert [word for word in sent if word != "BEGIN"] == ["SELECT"]
 
 
+def test_the_engines_cache_starts_with_the_best_and_keeps_them_longest(store: Store) -> None:
+    """A resumed run's cache is warmed best first: what does not fit is the worst, and what
+    gives way first to a new candidate is the worst of the rest."""
+    for n in (1, 2, 3):
+        evaluate(store, add(store, n), PASSED, score=float(n))
+    best, second, third = store.top(RUN, 3)
+    cache = CandidateCache(store, size=2)
+    cache.warm([best, second, third])
+    cache.remember(add(store, 4))
+    with statements_sent(store) as sent:
+        assert cache.get(best.id) == best
+        assert sent == []
+        assert cache.get(second.id) == second and cache.get(third.id) == third
+        assert [word for word in sent if word != "BEGIN"] == ["SELECT", "SELECT"]
+
+
 @contextmanager
 def statements_sent(store: Store) -> Iterator[list[str]]:
     """The first word of each SQL statement the store sends while the block runs, through
