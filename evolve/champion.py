@@ -112,15 +112,15 @@ class Referee:
         waiting for a re-measurement when the driver died. Refused candidates are passed
         over, however many of them rank above the champion."""
         unverified: list[CandidateRecord] = []
-        offset = 0
-        while page := self.store.top(run_name, RESUME_PAGE, offset=offset):
+        last: CandidateRecord | None = None
+        while page := self.store.top(run_name, RESUME_PAGE, after=last):
             for candidate in page:
                 decision = self.judge(candidate)
                 if decision.event == "best":
                     return candidate, unverified
                 if decision.event == "remeasure" and len(unverified) < RESUME_REMEASURE_LIMIT:
                     unverified.append(candidate)
-            offset += len(page)
+            last = page[-1]
         return None, unverified
 
     def _step(self, candidate: CandidateRecord, result: EvalResult) -> str | None:

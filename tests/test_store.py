@@ -454,7 +454,11 @@ def test_scored_and_top_order(store: Store) -> None:
     ]
     assert [c.id for c in store.top(RUN, 3)] == [ids[2], ids[0], ids[3]]
     assert [c.score for c in store.top(RUN, 10)] == [5.0, 2.0, 2.0, 1.0]
-    assert [c.id for c in store.top(RUN, 2, offset=2)] == [ids[3], ids[4]]
+    # Page by page: a page starts after the last of the one before, ties broken by age.
+    first_page = store.top(RUN, 2)
+    assert [c.id for c in store.top(RUN, 2, after=first_page[-1])] == [ids[3], ids[4]]
+    assert [c.id for c in store.top(RUN, 1, after=store.top(RUN, 3)[-1])] == [ids[4]]
+    assert store.top(RUN, 5, after=store.top(RUN, 4)[-1]) == []
     best = store.best(RUN)
     assert best is not None and best.id == ids[2]
 

@@ -187,16 +187,23 @@ class Candidates(Database):
         with self._read() as session:
             return [(id_, Program.stored(dict(files))) for id_, files in session.execute(query)]
 
-    def top(self, run_name: str, k: int, *, offset: int = 0) -> list[CandidateRecord]:
-        """Best first; among equal scores the older candidate wins. `offset` skips that many,
-        for reading the ranking page by page."""
-        return self._candidates(
-            select(Candidate)
-            .where(Candidate.run_name == run_name, Candidate.score.is_not(None))
-            .order_by(Candidate.score.desc(), Candidate.id)
-            .offset(offset)
-            .limit(k)
+    def top(
+        self, run_name: str, k: int, *, after: CandidateRecord | None = None
+    ) -> list[CandidateRecord]:
+        """Best first; among equal scores the older candidate wins. `after`: the ranking
+        from the candidate after that one (the last of the page before), for reading it
+        page by page. Each page starts where the last ended instead of skipping the ranks
+        before it: resuming a run of 50,000 unverified candidates paged through them all in
+        10-15 s with OFFSET, each page ranking every candidate above it again."""
+        query = select(Candidate).where(
+            Candidate.run_name == run_name, Candidate.score.is_not(None)
         )
+        if after is not None:
+            query = query.where(
+                (Candidate.score < after.score)
+                | ((Candidate.score == after.score) & (Candidate.id > after.id))
+            )
+        return self._candidates(query.order_by(Candidate.score.desc(), Candidate.id).limit(k))
 
     def best(self, run_name: str) -> CandidateRecord | None:
         return next(iter(self.top(run_name, 1)), None)
