@@ -120,6 +120,8 @@ class Referee:
                     return candidate, unverified
                 if decision.event == "remeasure" and len(unverified) < RESUME_REMEASURE_LIMIT:
                     unverified.append(candidate)
+            if last is not None and page[-1].id == last.id:
+                break  # never for ever: a page that ends where the last did found nothing new
             last = page[-1]
         return None, unverified
 

@@ -705,6 +705,31 @@ def test_a_proposal_made_in_the_driver_is_written_settled_in_one_row(store: Stor
     assert store.bandit_arms(RUN) == {arm: (2, 0.0, 0.0)}
 
 
+def test_a_ranking_paged_on_a_server_sending_15_digits_has_every_tie_once(
+    postgres_url: str,
+) -> None:
+    """Paging starts after the last score read, so scores must come back exact even where
+    a server, a role or a database sends 15 digits by default (extra_float_digits=0): 2/3
+    rounded up had the page repeat its candidate for ever, 1/3 rounded down skipped its
+    tie."""
+    options = make_url(postgres_url).query["options"]
+    rounding = make_url(postgres_url).update_query_dict(
+        {"options": f"{options} -cextra_float_digits=0"}
+    )
+    with Store(rounding.render_as_string(hide_password=False)) as store:
+        store.create_run(RUN, task_path="t", task_yaml="", seed=1, settings={})
+        for n, value in enumerate([2 / 3, 2 / 3, 1 / 3, 1 / 3]):
+            evaluate(store, add(store, n), PASSED, score=value)
+        ranking = store.top(RUN, 10)
+        assert [c.score for c in ranking] == [2 / 3, 2 / 3, 1 / 3, 1 / 3]
+        paged: list[int] = []
+        last = None
+        while (page := store.top(RUN, 1, after=last)) and len(paged) < 10:
+            paged.append(page[0].id)
+            last = page[0]
+        assert paged == [c.id for c in ranking]
+
+
 def test_the_engines_cache_reads_a_candidate_it_lacks_without_writing_the_turn_early(
     store: Store,
 ) -> None:

@@ -65,9 +65,23 @@ def _sqlite_begin(connection: Connection) -> None:
     connection.exec_driver_sql(connection.get_execution_options().get("sqlite_begin", "BEGIN"))
 
 
+def _postgres_connect(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
+    """Floats read back exactly as stored: paging a run's ranking starts after the last
+    score read (`Candidates.top`), which must equal its row's. A server older than 12, or
+    a role or database set so, sends 15 digits by default, and a rounded score made the
+    paging repeat a candidate for ever or skip its ties."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("SET extra_float_digits = 3")
+    cursor.close()
+    dbapi_connection.commit()
+
+
 def make_engine(url: URL) -> Engine:
     if url.get_backend_name() != "sqlite":
-        return create_engine(url)
+        engine = create_engine(url)
+        if url.get_backend_name() == "postgresql":
+            event.listen(engine, "connect", _postgres_connect)
+        return engine
     if url.database and url.database != ":memory:":
         Path(url.database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url)
