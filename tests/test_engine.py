@@ -177,7 +177,7 @@ def test_a_resumed_run_picks_its_parents_without_reading_them_one_by_one(
 ) -> None:
     """Its best candidates are read together as it resumes (evolve/candidate_cache.py):
     the parents it picks among them cost no read of their own in the loop."""
-    _run(tmp_path, write_synthetic_task(tmp_path / "first", candidates=40))
+    _run(tmp_path, write_synthetic_task(tmp_path / "first", candidates=40))[1].close()
     store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
     task = load_task(write_synthetic_task(tmp_path / "more", candidates=80))
     engine = Engine(
@@ -201,3 +201,4 @@ def test_a_resumed_run_picks_its_parents_without_reading_them_one_by_one(
     assert store.count_candidates("r1") == 80
     # Only the run's best, read afresh as the run ends.
     assert len(one_by_one) == 1
+    store.close()
