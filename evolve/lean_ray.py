@@ -19,10 +19,11 @@ modules that wait for the API server's address, and would retry for it forever.
 Where they are missing, the raylet's two agents can be left out too: the dashboard agent
 then loads no module and serves no port, and the runtime-env agent serves only runtime
 environments, which evolve never asks for. The raylet still waits for each agent's port
-files and ends when an agent ends, so a stand-in (evolve/ray_agent_stand_in.py) writes the
-files, every port "not served" (-1), and waits for the raylet to end. The two agents held
-about 150 MB of RSS, and leaving them out took a bare `ray.init` from 1.9-3.1 s to 0.8-1.0 s on
-a 2-core machine.
+files and ends when an agent ends, so a stand-in (evolve/ray_agent_stand_in.sh, a shell
+script) writes the files, every port "not served" (-1), and waits for the raylet to end. The
+two agents held about 150 MB of RSS, and leaving them out took a bare `ray.init` from
+1.9-3.1 s to 0.8-1.0 s on a 2-core machine. The stand-ins hold about 2 MB each (a Python
+one held 8 MB).
 
 What that gives up: a task or actor with a runtime environment would wait for an agent
 that serves none, and the raylet ends 30 s later. Ray makes one for the whole job where a
@@ -38,7 +39,6 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -78,7 +78,7 @@ log = logging.getLogger("evolve.lean_ray")
 
 ALWAYS_LEFT_OUT = ("start_monitor", "start_log_monitor")
 API_SERVER = "start_api_server"
-STAND_IN = Path(__file__).with_name("ray_agent_stand_in.py")
+STAND_IN = Path(__file__).with_name("ray_agent_stand_in.sh")  # run by /bin/sh
 
 
 def left_out() -> tuple[str, ...]:
@@ -101,7 +101,7 @@ def with_stand_in_agents(raylet_command: Sequence[str]) -> list[str]:
             files = [
                 str(Path(session, get_port_filename(node, port))) for port in AGENT_PORTS[flag]
             ]
-            stand_in = [sys.executable, "-I", "-S", str(STAND_IN), *files]
+            stand_in = ["/bin/sh", str(STAND_IN), *files]
             argument = flag + subprocess.list2cmdline(stand_in)
         changed.append(argument)
     return changed

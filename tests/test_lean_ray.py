@@ -68,11 +68,9 @@ def test_a_local_instance_leaves_out_the_monitors_and_the_dashboard_and_still_ru
     ):
         assert not any(script in c for c in commands), (script, commands)
     # The raylet's two agents are stand-ins, each with its port files written.
-    stand_ins = [
-        argv for argv in map(str.split, commands) if argv[1:4] == ["-I", "-S", str(STAND_IN)]
-    ]
+    stand_ins = [c.split() for c in commands if c.startswith(f"/bin/sh {STAND_IN} ")]
     assert len(stand_ins) == 2, commands
-    port_files = [Path(f) for argv in stand_ins for f in argv[4:]]
+    port_files = [Path(f) for argv in stand_ins for f in argv[2:]]
     assert len(port_files) == 4 and all(f.read_text() == "-1" for f in port_files)
     # Ray's own methods are back once the start is over.
     assert all(getattr(Node, name).__name__ == name for name in left_out())
@@ -149,10 +147,13 @@ def alive(pid: int) -> bool:
         return False
 
 
-def raylet_like(tmp_path: Path, files: list[Path], named_raylet: str) -> int:
+def raylet_like(tmp_path: Path, files: list[Path], named_raylet: str) -> tuple[int, bool]:
     """Run a parent that starts a stand-in as a raylet does (naming `named_raylet` as its
     raylet; "self" for the parent itself), waits until the stand-in has written its files
-    or ended, then ends, as a raylet killed with SIGKILL; the stand-in's pid."""
+    or ended, and a little longer, then ends, as a raylet killed with SIGKILL; the
+    stand-in's pid, and whether it was still waiting when its raylet ended. The parent
+    stays unreaped until the stand-in closes its output, which it inherited: a stand-in
+    that waited on its raylet's pid would wait for ever."""
     parent = subprocess.run(
         [
             sys.executable,
@@ -161,12 +162,14 @@ def raylet_like(tmp_path: Path, files: list[Path], named_raylet: str) -> int:
             "named, *argv = sys.argv[1:]\n"
             "raylet = str(os.getpid()) if named == 'self' else named\n"
             "env = {**os.environ, 'RAY_RAYLET_PID': raylet}\n"
-            "child = subprocess.Popen([sys.executable, '-I', '-S', *argv], env=env)\n"
+            "child = subprocess.Popen(['/bin/sh', *argv], env=env)\n"
             "print(child.pid, flush=True)\n"
             "deadline = time.monotonic() + 20\n"
             "while time.monotonic() < deadline and child.poll() is None and not all(\n"
             "        pathlib.Path(f).exists() for f in argv[1:]):\n"
-            "    time.sleep(0.05)\n",
+            "    time.sleep(0.05)\n"
+            "time.sleep(1.5)  # longer than a stand-in's poll\n"
+            "print(child.poll() is None, flush=True)\n",
             named_raylet,
             str(STAND_IN),
             *map(str, files),
@@ -176,12 +179,14 @@ def raylet_like(tmp_path: Path, files: list[Path], named_raylet: str) -> int:
         check=True,
         timeout=30,
     )
-    return int(parent.stdout.split()[0])
+    pid, waiting = parent.stdout.split()
+    return int(pid), waiting == "True"
 
 
 def test_a_stand_in_writes_its_port_files_and_ends_with_its_raylet(tmp_path: Path) -> None:
     files = [tmp_path / "metrics_agent_port_x", tmp_path / "runtime_env_agent_port_x"]
-    stand_in = raylet_like(tmp_path, files, "self")
+    stand_in, waited = raylet_like(tmp_path, files, "self")
+    assert waited, "the stand-in ended before its raylet"
     assert [f.read_text() for f in files] == ["-1", "-1"]
     assert not list(tmp_path.glob("*.partial"))
     deadline = time.monotonic() + 10
@@ -194,7 +199,7 @@ def test_a_stand_in_whose_raylet_is_gone_before_it_looks_ends_at_once(tmp_path: 
     # Its parent is not the raylet named in its environment: that raylet has ended, and
     # the stand-in was adopted by the process now its parent.
     files = [tmp_path / "runtime_env_agent_port_x"]
-    stand_in = raylet_like(tmp_path, files, str(2**22 + 1))
+    stand_in, _ = raylet_like(tmp_path, files, str(2**22 + 1))
     deadline = time.monotonic() + 10
     while alive(stand_in) and time.monotonic() < deadline:
         time.sleep(0.1)
