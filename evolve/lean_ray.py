@@ -22,8 +22,8 @@ environments, which evolve never asks for. The raylet still waits for each agent
 files and ends when an agent ends, so a stand-in (evolve/ray_agent_stand_in.sh, a shell
 script) writes the files, every port "not served" (-1), and waits for the raylet to end. The
 two agents held about 150 MB of RSS, and leaving them out took a bare `ray.init` from
-1.9-3.1 s to 0.8-1.0 s on a 2-core machine. The stand-ins hold about 2 MB each (a Python
-one held 8 MB).
+1.9-3.1 s to 0.8-1.0 s on a 2-core machine. The stand-ins hold under 2 MB of RSS each (a
+Python one held 8-9 MB).
 
 What that gives up: a task or actor with a runtime environment would wait for an agent
 that serves none, and the raylet ends 30 s later. Ray makes one for the whole job where a

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -147,15 +149,19 @@ def alive(pid: int) -> bool:
         return False
 
 
-def raylet_like(tmp_path: Path, files: list[Path], named_raylet: str) -> tuple[int, bool]:
+def raylet_like(
+    files: list[Path], named_raylet: str, inside: Sequence[str] = ()
+) -> tuple[int, bool, float]:
     """Run a parent that starts a stand-in as a raylet does (naming `named_raylet` as its
-    raylet; "self" for the parent itself), waits until the stand-in has written its files
-    or ended, and a little longer, then ends, as a raylet killed with SIGKILL; the
-    stand-in's pid, and whether it was still waiting when its raylet ended. The parent
-    stays unreaped until the stand-in closes its output, which it inherited: a stand-in
-    that waited on its raylet's pid would wait for ever."""
+    raylet; "self" for the parent itself; under the command `inside`, if given), waits
+    until the stand-in has written its files or ended, and a little longer, then ends, as
+    a raylet killed with SIGKILL. The stand-in's pid, whether it was still waiting when
+    its raylet ended, and the CPU seconds it had used by then (-1 where unknown). The
+    parent stays unreaped until the stand-in closes its output, which it inherited: a
+    stand-in that waited on its raylet's pid would wait for ever."""
     parent = subprocess.run(
         [
+            *inside,
             sys.executable,
             "-c",
             "import os, pathlib, subprocess, sys, time\n"
@@ -169,7 +175,13 @@ def raylet_like(tmp_path: Path, files: list[Path], named_raylet: str) -> tuple[i
             "        pathlib.Path(f).exists() for f in argv[1:]):\n"
             "    time.sleep(0.05)\n"
             "time.sleep(1.5)  # longer than a stand-in's poll\n"
-            "print(child.poll() is None, flush=True)\n",
+            "waiting = child.poll() is None\n"
+            "try:\n"
+            "    stat = pathlib.Path(f'/proc/{child.pid}/stat').read_text()\n"
+            "    ticks = sum(map(int, stat.rsplit(') ', 1)[1].split()[11:13]))\n"
+            "except (OSError, ValueError):\n"
+            "    ticks = -1\n"
+            "print(waiting, ticks, flush=True)\n",
             named_raylet,
             str(STAND_IN),
             *map(str, files),
@@ -179,14 +191,16 @@ def raylet_like(tmp_path: Path, files: list[Path], named_raylet: str) -> tuple[i
         check=True,
         timeout=30,
     )
-    pid, waiting = parent.stdout.split()
-    return int(pid), waiting == "True"
+    pid, waiting, ticks = parent.stdout.split()
+    cpu_s = int(ticks) / os.sysconf("SC_CLK_TCK") if int(ticks) >= 0 else -1.0
+    return int(pid), waiting == "True", cpu_s
 
 
 def test_a_stand_in_writes_its_port_files_and_ends_with_its_raylet(tmp_path: Path) -> None:
     files = [tmp_path / "metrics_agent_port_x", tmp_path / "runtime_env_agent_port_x"]
-    stand_in, waited = raylet_like(tmp_path, files, "self")
+    stand_in, waited, cpu_s = raylet_like(files, "self")
     assert waited, "the stand-in ended before its raylet"
+    assert 0 <= cpu_s < 0.5, "the stand-in spun while it waited"
     assert [f.read_text() for f in files] == ["-1", "-1"]
     assert not list(tmp_path.glob("*.partial"))
     deadline = time.monotonic() + 10
@@ -195,11 +209,25 @@ def test_a_stand_in_writes_its_port_files_and_ends_with_its_raylet(tmp_path: Pat
     assert not alive(stand_in), "the stand-in outlived its raylet"
 
 
+def test_a_stand_in_in_a_pid_namespace_seen_through_the_hosts_proc_waits(
+    tmp_path: Path,
+) -> None:
+    # `unshare --pid` without a /proc of its own: the shell's $$ is its pid inside the
+    # namespace, and names another process in /proc.
+    inside = ["unshare", "--pid", "--fork"]
+    if shutil.which("unshare") is None or subprocess.run([*inside, "true"]).returncode:
+        pytest.skip("no PID namespace for this user")
+    files = [tmp_path / "metrics_agent_port_x"]
+    _, waited, _ = raylet_like(files, "self", inside)
+    assert waited, "the stand-in ended before its raylet"
+    assert files[0].read_text() == "-1"
+
+
 def test_a_stand_in_whose_raylet_is_gone_before_it_looks_ends_at_once(tmp_path: Path) -> None:
     # Its parent is not the raylet named in its environment: that raylet has ended, and
     # the stand-in was adopted by the process now its parent.
     files = [tmp_path / "runtime_env_agent_port_x"]
-    stand_in, _ = raylet_like(tmp_path, files, str(2**22 + 1))
+    stand_in, _, _ = raylet_like(files, str(2**22 + 1))
     deadline = time.monotonic() + 10
     while alive(stand_in) and time.monotonic() < deadline:
         time.sleep(0.1)
