@@ -28,16 +28,28 @@ case ${RAY_RAYLET_PID:-} in
 esac
 [ "$PPID" -eq "$raylet" ] || exit 0
 
-# This shell's parent as the kernel sees it now, in `parent`: the fourth field of
-# /proc/self/stat, counted after the command's name, which is in parentheses and may hold
-# spaces. /proc/self, not /proc/$$: in a PID namespace whose /proc is the host's, $$ names
-# another process there.
+# This shell's pid and its parent's as the kernel sees them now, in `self` and `parent`:
+# the first and fourth fields of /proc/self/stat, the fourth counted after the command's
+# name, which is in parentheses and may hold spaces. /proc/self, not /proc/$$: in a PID
+# namespace whose /proc is the host's, $$ names another process there.
 read_parent() {
   read -r stat < /proc/self/stat || return 1
+  self=${stat%% *}
   stat=${stat##*) }
   parent=${stat#* }
   parent=${parent%% *}
+  case $parent in '' | *[!0-9]*) return 1 ;; esac
 }
+
+# The raylet as /proc names it. In this shell's own PID namespace, that is its pid, so a
+# raylet that dies from here on is never mistaken for the process that adopts the
+# stand-in. Seen through another namespace's /proc, it is the parent read now.
+read_parent || exit 1
+if [ "$self" = "$$" ]; then
+  raylet_here=$raylet
+else
+  raylet_here=$parent
+fi
 
 # Each file appears whole: the raylet may read it the moment it exists.
 for file in "$@"; do
@@ -48,8 +60,6 @@ done
 # another process, once a second, and ends. The raylet's pid alone would not tell: a dead
 # raylet that its parent has not reaped yet still holds it, for as long as that parent
 # lives.
-read_parent || exit 1
-raylet_here=$parent
-while read_parent && [ "$parent" = "$raylet_here" ]; do
+while read_parent && [ "$parent" -eq "$raylet_here" ]; do
   sleep 1 || exit 1
 done

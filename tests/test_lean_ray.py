@@ -209,18 +209,56 @@ def test_a_stand_in_writes_its_port_files_and_ends_with_its_raylet(tmp_path: Pat
     assert not alive(stand_in), "the stand-in outlived its raylet"
 
 
-def test_a_stand_in_in_a_pid_namespace_seen_through_the_hosts_proc_waits(
+def test_a_stand_in_in_a_pid_namespace_seen_through_the_hosts_proc_ends_with_its_raylet(
     tmp_path: Path,
 ) -> None:
     # `unshare --pid` without a /proc of its own: the shell's $$ is its pid inside the
-    # namespace, and names another process in /proc.
-    inside = ["unshare", "--pid", "--fork"]
-    if shutil.which("unshare") is None or subprocess.run([*inside, "true"]).returncode:
+    # namespace, and names another process in /proc. The namespace's first process, a
+    # shell, outlives the raylet-like parent and adopts the stand-in, and waits for the
+    # stand-in to close the output they share: one that never ended would time out.
+    namespaces = (["unshare", "--pid", "--fork"], ["unshare", "-r", "--pid", "--fork"])
+    usable = [
+        n for n in namespaces if shutil.which(n[0]) and not subprocess.run([*n, "true"]).returncode
+    ]
+    if not usable:
         pytest.skip("no PID namespace for this user")
+    init = ["sh", "-c", 'printf "%s\\n" "$("$@")"', "sh"]
     files = [tmp_path / "metrics_agent_port_x"]
-    _, waited, _ = raylet_like(files, "self", inside)
+    _, waited, _ = raylet_like(files, "self", [*usable[0], *init])
     assert waited, "the stand-in ended before its raylet"
     assert files[0].read_text() == "-1"
+
+
+def test_a_stand_in_whose_raylet_dies_while_it_writes_its_files_ends(tmp_path: Path) -> None:
+    # Its port file is held back (a FIFO that nobody reads yet) until its raylet has died
+    # and been reaped: the stand-in, adopted meanwhile, must not take its new parent for
+    # its raylet.
+    port = tmp_path / "metrics_agent_port_x"
+    os.mkfifo(f"{port}.partial")
+    raylet = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, subprocess, sys, time\n"
+            "env = {**os.environ, 'RAY_RAYLET_PID': str(os.getpid())}\n"
+            "child = subprocess.Popen(['/bin/sh', *sys.argv[1:]], env=env)\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(0.5)\n",
+            str(STAND_IN),
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert raylet.stdout is not None
+    stand_in = int(raylet.stdout.readline())
+    raylet.wait(timeout=30)
+    with open(f"{port}.partial") as held_back:
+        assert held_back.read() == "-1"
+    deadline = time.monotonic() + 10
+    while alive(stand_in) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(stand_in), "the stand-in waited on the process that adopted it"
 
 
 def test_a_stand_in_whose_raylet_is_gone_before_it_looks_ends_at_once(tmp_path: Path) -> None:
