@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -253,8 +254,15 @@ def test_a_stand_in_whose_raylet_dies_while_it_writes_its_files_ends(tmp_path: P
     assert raylet.stdout is not None
     stand_in = int(raylet.stdout.readline())
     raylet.wait(timeout=30)
-    with open(f"{port}.partial") as held_back:
-        assert held_back.read() == "-1"
+    held_back = Path(f"{port}.partial")
+    read: list[str] = []
+    reader = threading.Thread(target=lambda: read.append(held_back.read_text()))
+    reader.start()
+    reader.join(timeout=30)
+    if reader.is_alive():  # no writer came: a writer of our own lets the reader end
+        os.close(os.open(held_back, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join()
+    assert read == ["-1"], "the stand-in never wrote its port file"
     deadline = time.monotonic() + 10
     while alive(stand_in) and time.monotonic() < deadline:
         time.sleep(0.1)
