@@ -77,14 +77,13 @@ def _postgres_connect(dbapi_connection: DBAPIConnection, _record: ConnectionPool
 
 
 def make_engine(url: URL) -> Engine:
-    if url.get_backend_name() != "sqlite":
-        engine = create_engine(url)
-        if url.get_backend_name() == "postgresql":
-            event.listen(engine, "connect", _postgres_connect)
-        return engine
-    if url.database and url.database != ":memory:":
+    backend = url.get_backend_name()
+    if backend == "sqlite" and url.database and url.database != ":memory:":
         Path(url.database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url)
-    event.listen(engine, "connect", _sqlite_connect)
-    event.listen(engine, "begin", _sqlite_begin)
+    if backend == "sqlite":
+        event.listen(engine, "connect", _sqlite_connect)
+        event.listen(engine, "begin", _sqlite_begin)
+    elif backend == "postgresql":
+        event.listen(engine, "connect", _postgres_connect)
     return engine
