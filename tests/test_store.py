@@ -746,6 +746,7 @@ def test_the_engines_cache_reads_a_candidate_it_lacks_without_writing_the_turn_e
             assert sent == ["SELECT"]
             store.settle_proposal(Settlement(opening, "duplicate", detail="again"))
             sent.clear()
+        store.wait_for_commits()  # on a server the turn's end runs on the commit thread
         assert sent.count("INSERT") == 1  # both rows, in one executemany at the turn's end
     assert store.proposal_outcomes(RUN) == {"duplicate": 2}
 

@@ -165,6 +165,7 @@ def test_a_candidate_added_the_usual_way_sees_the_children_waiting_in_its_turn(u
             RUN, program(2), parent_ids=[seed.id], island=0, generation=1, mutation={}
         )
     assert other is not None
+    store.wait_for_commits()  # another connection reads: on a server the turn ends on a thread
     assert stored_ids(url) == [seed.id, waiting.id, other.id]
     store.close()
 
