@@ -175,6 +175,28 @@ def test_resume_passes_over_refused_candidates_and_remeasures_unverified_ones(
     assert refused.id not in {c.id for c in remeasure}
 
 
+def test_resume_ends_when_a_page_of_the_ranking_comes_back_again(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ranking that pages back to where it was (scores rounded on the way, as a server
+    sending 15 digits did) ends the search with no champion instead of reading for ever."""
+    monkeypatch.setattr(champion, "RESUME_PAGE", 1)
+    refused = add(store, 1)
+    for score in (-1.0, -2.0, -4.0, -8.0):
+        refused = measure(store, refused, score, flagged=True)
+    pages: list[int | None] = []
+
+    def top_ignoring_after(run_name: str, limit: int, after: object = None) -> object:
+        pages.append(getattr(after, "id", None))
+        if len(pages) > 10:
+            raise AssertionError("the search read the same page for ever")
+        return Store.top(store, run_name, limit)
+
+    monkeypatch.setattr(store, "top", top_ignoring_after)
+    assert Referee(ChampionSpec(), store).restore(RUN) == (None, [])
+    assert pages == [None, refused.id]
+
+
 def run_with_suspects(
     tmp_path: Path, suspects: str
 ) -> tuple[Path, Store, Recorder, CandidateRecord | None]:
