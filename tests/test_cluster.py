@@ -32,7 +32,7 @@ from tests.test_store import raw_engine
 pytestmark = [pytest.mark.docker, pytest.mark.postgres]
 
 POSTGRES_URL = os.environ.get("EVOLVE_TEST_POSTGRES_URL")
-BUDGET = 100  # at 0.3 s each, long enough that a fresh node joins before the run ends
+BUDGET = 160  # at 0.3 s each: a fresh node (10-30 s to join when loaded) joins before the end
 WENT_ON = 3  # evaluations finished after the lost job's retry, before a fresh node is added
 RUN_TIMEOUT_S = 120.0  # for the rest of the run once the fresh node has joined (~20 s)
 STOP_TIMEOUT_S = 30.0

@@ -360,8 +360,11 @@ def test_an_engine_outage_raises_and_the_next_run_recovers(engine_link: EngineLi
 
 def test_an_outage_mid_job_retires_the_container_the_job_ran_in(engine_link: EngineLink) -> None:
     with closing(DockerSandbox()) as box, ThreadPoolExecutor(1) as pool:
-        running = pool.submit(box.run, ["sleep", "3"], files={}, limits=Limits())
-        time.sleep(1)
+        running = pool.submit(box.run, ["sleep", "10"], files={}, limits=Limits())
+        deadline = time.monotonic() + GENEROUS_S
+        while box.container_id is None:  # the job has its container: the outage is mid-job
+            assert time.monotonic() < deadline, "the job never made its container"
+            time.sleep(0.05)
         during = box.container_id
         engine_link.down()
         with pytest.raises(SandboxUnavailable):

@@ -109,9 +109,9 @@ def test_a_stall_blocks_neither_other_requests_nor_shutdown() -> None:
     assert chat(openai_sdk(server)).choices[0].message.content == "quick"
     started = time.monotonic()
     server.stop()
-    waiter.join(timeout=5)
+    waiter.join(timeout=15)
 
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10  # not the stall's 30 s, with room for a slow machine
     assert not waiter.is_alive() and len(failures) == 1
 
 

@@ -244,7 +244,12 @@ def test_a_stand_in_whose_raylet_dies_while_it_writes_its_files_ends(tmp_path: P
             "env = {**os.environ, 'RAY_RAYLET_PID': str(os.getpid())}\n"
             "child = subprocess.Popen(['/bin/sh', *sys.argv[1:]], env=env)\n"
             "print(child.pid, flush=True)\n"
-            "time.sleep(0.5)\n",
+            # Dies once the stand-in waits to open its port file, or after 10 s where the
+            # kernel does not say what a process waits on.
+            "deadline = time.monotonic() + 10\n"
+            "wchan = f'/proc/{child.pid}/wchan'\n"
+            "while open(wchan).read() != 'wait_for_partner' and time.monotonic() < deadline:\n"
+            "    time.sleep(0.01)\n",
             str(STAND_IN),
             str(port),
         ],

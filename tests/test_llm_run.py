@@ -276,11 +276,14 @@ def matmul_tuner(body: dict[str, Any]) -> Reply:
 class SlowNewLines:
     """Answers after `seconds` with a line no program had, so every proposal is a new
     child; counts the requests it is answering at once, and notes when the first answer
-    went out."""
+    went out. The first wave is held until `wave` requests have come (30 s at most), so
+    that requests a slow machine sends spread out still meet."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, wave: int) -> None:
         self.seconds = seconds
+        self.wave = wave
         self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)
         self.numbers = itertools.count(1)
         self.answering = self.most = 0
         self.first_answer: float | None = None
@@ -292,6 +295,10 @@ class SlowNewLines:
             number = next(self.numbers)
             self.answering += 1
             self.most = max(self.most, self.answering)
+            self.arrived.notify_all()
+            self.arrived.wait_for(
+                lambda: self.first_answer is not None or self.answering >= self.wave, timeout=30
+            )
         time.sleep(self.seconds)
         with self.lock:
             self.answering -= 1
@@ -309,7 +316,7 @@ def test_model_requests_never_outnumber_the_slots_and_the_next_ones_wait_ready(
     proposals again wait in the proposal workers, so a reply's slot goes to one at once.
     40 slots take two proposal workers (32 slots at most each), which share them out."""
     slots = concurrency + 1
-    model = SlowNewLines(0.5)
+    model = SlowNewLines(0.5, wave=slots)
     with ScriptedLLMServer(default=model) as server:
         task_file = _task(tmp_path, server.openai_url, candidates=candidates)
         text = task_file.read_text().replace("  timeout_s: 2\n", "  timeout_s: 10\n")

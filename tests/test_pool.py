@@ -6,6 +6,7 @@ successor is waited for by nobody, and the seed's retry goes to another worker.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -69,7 +70,7 @@ class Watcher:
 
 @pytest.fixture
 def quick_pool(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pool, "START_DEADLINE_S", 2.0)
+    monkeypatch.setattr(pool, "START_DEADLINE_S", 5.0)  # room for a loaded machine's start
     monkeypatch.setattr(pool, "ROOM_POLL_S", 0.5)
 
 
@@ -95,15 +96,16 @@ def _workers_after(store: Store, since: float) -> set[str]:
 def test_a_worker_with_no_room_is_given_up_and_the_pool_grows_back_when_a_cpu_frees(
     tmp_path: Path,
 ) -> None:
+    budget = 150
     spare = _hold_cpus(_cpus() - 2)
     hog = _hold_cpus(1)[0]  # all but one CPU are taken before the run starts
     engine, store, watcher = _engine(
-        tmp_path, workers=2, candidates=60, params="{target: 100, delay_s: 0.1}"
+        tmp_path, workers=2, candidates=budget, params="{target: 100, delay_s: 0.1}"
     )
     freed: list[float] = []
 
     def free_the_cpu(event: Event) -> None:
-        if "was not placed within 2 s" in event.text and not freed:
+        if "was not placed within 5 s" in event.text and not freed:
             ray.kill(hog)
             freed.append(time.time())
 
@@ -113,9 +115,11 @@ def test_a_worker_with_no_room_is_given_up_and_the_pool_grows_back_when_a_cpu_fr
     finally:
         _let_go(spare)
     texts = watcher.texts()
-    assert outcome.reason == "candidate budget reached (60)"
-    shrunk = next(t for t in texts if "was not placed within 2 s" in t)
-    assert "the pool has 1 of 2 worker(s) ready" in shrunk
+    assert outcome.reason == f"candidate budget reached ({budget})"
+    shrunk = next(t for t in texts if "was not placed within 5 s" in t)
+    # The worker that found room may still be starting on a loaded machine.
+    ready = r"(1 of 2 worker\(s\) ready|0 of 2 worker\(s\) ready and 1 starting);"
+    assert re.search(f"the pool has {ready}", shrunk), shrunk
     assert "the pool is back to 2 worker(s)" in texts
     assert texts.index(shrunk) < texts.index("the pool is back to 2 worker(s)")
     assert any(s.workers.startswith("workers 1/2") for s in watcher.snapshots)
@@ -125,8 +129,9 @@ def test_a_worker_with_no_room_is_given_up_and_the_pool_grows_back_when_a_cpu_fr
 
 @pytest.mark.usefixtures("ray_session", "quick_pool")
 def test_the_loop_goes_on_while_a_lost_workers_successor_has_no_room(tmp_path: Path) -> None:
+    budget = 160
     engine, store, watcher = _engine(
-        tmp_path, workers=2, candidates=80, params="{target: 100, delay_s: 0.1}"
+        tmp_path, workers=2, candidates=budget, params="{target: 100, delay_s: 0.1}"
     )
     spare = _hold_cpus(_cpus() - 2)  # the run's two workers take the rest
     hogs: list[ActorHandle] = []
@@ -141,7 +146,7 @@ def test_the_loop_goes_on_while_a_lost_workers_successor_has_no_room(tmp_path: P
             # The loop waits for this call, so the hog takes the freed CPU before the loop
             # can ask for the lost worker's successor.
             hogs.extend(_hold_cpus(1))
-        elif "was not placed within 2 s" in event.text and hogs and not shrunk_at:
+        elif "was not placed within 5 s" in event.text and hogs and not shrunk_at:
             shrunk_at.append(time.time())
             ray.kill(hogs[0])
 
@@ -151,14 +156,14 @@ def test_the_loop_goes_on_while_a_lost_workers_successor_has_no_room(tmp_path: P
     finally:
         _let_go(spare)
     texts = watcher.texts()
-    assert outcome.reason == "candidate budget reached (80)", texts
+    assert outcome.reason == f"candidate budget reached ({budget})", texts
     assert lost_at and shrunk_at, f"no worker was lost, or its successor found room: {texts}"
     assert "the pool is back to 2 worker(s)" in texts
     evaluations = store.run_evaluations("r")
     # Every candidate evaluated once: none lost with the worker, none done twice.
     per_candidate = Counter(e.candidate_id for e in evaluations if e.kind == "evaluate")
     assert set(per_candidate.values()) == {1}
-    assert len(per_candidate) == 80
+    assert len(per_candidate) == budget
     # The survivor kept evaluating while nobody could place the successor.
     meanwhile = [e for e in evaluations if lost_at[0] < e.finished_at < shrunk_at[0]]
     assert meanwhile, "the loop waited for the lost worker's successor"

@@ -18,6 +18,7 @@ from evolve.sandbox import Limits, open_sandbox
 from sandboxes import ProcessSandbox, namespace_init
 from sandboxes.isolation import UNISOLATED, detect
 from sandboxes.process import remove_tree
+from tests.test_containment import unique_sleep
 
 GENEROUS_S = 20.0  # "finished in reasonable time", never a timing assertion
 
@@ -123,22 +124,25 @@ def test_a_busy_loop_dies_at_its_cpu_limit(sandbox: ProcessSandbox) -> None:
 
 
 def test_the_whole_group_dies_at_the_timeout(sandbox: ProcessSandbox) -> None:
-    result = sandbox.run(["sh", "-c", "sleep 1000.25 & wait"], files={}, limits=Limits(timeout_s=1))
+    marker = unique_sleep()  # no other run's sleep on the host matches it
+    script = f"sleep {marker} & wait"
+    result = sandbox.run(["sh", "-c", script], files={}, limits=Limits(timeout_s=1))
     assert result.timed_out
-    assert wait_gone("1000.25")
+    assert wait_gone(marker)
 
 
 def test_background_stragglers_die_and_fail_the_job(sandbox: ProcessSandbox) -> None:
     started = time.monotonic()
-    result = sandbox.run(["sh", "-c", "sleep 1000.5 &"], files={}, limits=Limits(timeout_s=60))
+    marker = unique_sleep()
+    result = sandbox.run(["sh", "-c", f"sleep {marker} &"], files={}, limits=Limits(timeout_s=60))
     assert result.exit_code == 0 and not result.timed_out and not result.ok
     assert result.left_behind
     assert "left processes behind" in result.describe()
     assert time.monotonic() - started < GENEROUS_S
-    assert wait_gone("1000.5")
+    assert wait_gone(marker)
 
 
-def wait_gone(marker: str, within_s: float = 5.0) -> bool:
+def wait_gone(marker: str, within_s: float = 15.0) -> bool:
     deadline = time.monotonic() + within_s
     while host_pids(marker) and time.monotonic() < deadline:
         time.sleep(0.05)

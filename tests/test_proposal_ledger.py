@@ -332,6 +332,11 @@ def test_a_kill_9_loses_no_paid_call_and_resume_spends_exactly(tmp_path: Path) -
     evolve = [sys.executable, "-m", "evolve"]
     with ScriptedLLMServer(default=_hang_after(3)) as server:
         task = _task(tmp_path, server.openai_url, candidates=6)
+        # The stalled request is killed with the driver, never timed out and retried first,
+        # however slowly the machine gets to the kill.
+        text = task.read_text()
+        assert text.count("  timeout_s: 5\n") == 1  # the model's
+        task.write_text(text.replace("  timeout_s: 5\n", "  timeout_s: 120\n"))
         driver = subprocess.Popen(
             [*evolve, "run", str(task), "--name", RUN, "--workers", "1", "--plain"],
             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

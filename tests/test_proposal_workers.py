@@ -38,7 +38,7 @@ class AskOnce:
 
 @pytest.mark.usefixtures("ray_session")
 def test_proposals_beyond_the_slots_wait_and_are_turned_away_unsent_when_the_run_stops() -> None:
-    with ScriptedLLMServer(default=Stall(2.0, Reply("no"))) as server:
+    with ScriptedLLMServer(default=Stall(5.0, Reply("no"))) as server:
         mutators = cloudpickle.dumps({"asker": AskOnce({"url": server.openai_url})})
         worker = start_worker(mutators, None, (), running=1)
         request = MutationRequest(Parent(1, Program({"s.py": SYNTHETIC_SEED}), None), (), seed=1)

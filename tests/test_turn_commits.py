@@ -129,7 +129,7 @@ def test_one_turn_is_in_flight_at_most(postgres_url: str) -> None:
     turns behind a slow commit failed, out of connections)."""
     store = opened(postgres_url)
     seed = store.plant_seed("run-1", program(0))
-    with locked(postgres_url, at_most_s=1.0) as released:
+    with locked(postgres_url, at_most_s=3.0) as released:
         with store.turn():
             evaluate(store, seed, 1.0)
         assert not released.is_set()
@@ -180,7 +180,7 @@ def test_a_read_in_the_middle_of_a_turn_waits_for_the_turn_before(postgres_url: 
     )
     seed = store.plant_seed("run-1", program(0))
     opening = Opening("run-1", "autotune", (seed.id,), 0)
-    with locked(postgres_url, "proposals", at_most_s=1.0) as released:
+    with locked(postgres_url, "proposals", at_most_s=3.0) as released:
         with store.turn():
             store.settle_proposal(Settlement(opening, "duplicate", detail="again"))
             evaluate(store, seed, 1.0)
@@ -201,8 +201,9 @@ def test_a_wait_for_a_commit_hears_the_lease_stopping_the_driver(postgres_url: s
     with locked(postgres_url, at_most_s=10.0) as released:
         with store.turn():
             evaluate(store, seed, 1.0)
-        threading.Timer(0.2, _thread.interrupt_main).start()
+        # Started inside the block: an interrupt that came late must not end the session.
         with pytest.raises(KeyboardInterrupt):
+            threading.Timer(0.2, _thread.interrupt_main).start()
             store.count_candidates("run-1")
         assert not released.is_set(), "the interrupt was heard only once the commit was back"
     assert store.candidate(seed.id).score == 1.0  # type: ignore[union-attr]
