@@ -186,11 +186,13 @@ def test_resume_ends_when_a_page_of_the_ranking_comes_back_again(
         refused = measure(store, refused, score, flagged=True)
     pages: list[int | None] = []
 
-    def top_ignoring_after(run_name: str, limit: int, after: object = None) -> object:
-        pages.append(getattr(after, "id", None))
+    def top_ignoring_after(
+        run_name: str, k: int, *, after: CandidateRecord | None = None
+    ) -> list[CandidateRecord]:
+        pages.append(after.id if after else None)
         if len(pages) > 10:
             raise AssertionError("the search read the same page for ever")
-        return Store.top(store, run_name, limit)
+        return Store.top(store, run_name, k)
 
     monkeypatch.setattr(store, "top", top_ignoring_after)
     assert Referee(ChampionSpec(), store).restore(RUN) == (None, [])

@@ -362,8 +362,8 @@ def test_an_outage_mid_job_retires_the_container_the_job_ran_in(engine_link: Eng
     with closing(DockerSandbox()) as box, ThreadPoolExecutor(1) as pool:
         running = pool.submit(box.run, ["sleep", "10"], files={}, limits=Limits())
         deadline = time.monotonic() + GENEROUS_S
-        while box.container_id is None:  # the job has its container: the outage is mid-job
-            assert time.monotonic() < deadline, "the job never made its container"
+        while not _running_in(box.container_id, "sleep 10", engine_link.engine):
+            assert time.monotonic() < deadline, "the job never started"
             time.sleep(0.05)
         during = box.container_id
         engine_link.down()
@@ -374,6 +374,18 @@ def test_an_outage_mid_job_retires_the_container_the_job_ran_in(engine_link: Eng
         assert box.container_id not in (None, during)
     with pytest.raises(docker.errors.NotFound):
         docker.from_env().containers.get(during)
+
+
+def _running_in(container_id: str | None, command: str, engine: str) -> bool:
+    """Whether the container runs `command`, asked of the engine itself (not the link)."""
+    if container_id is None:
+        return False
+    with closing(docker.DockerClient(base_url=f"unix://{engine}")) as client:
+        try:
+            rows = client.api.top(container_id)["Processes"] or []
+        except docker.errors.APIError:  # created, not started yet
+            return False
+    return any(command in " ".join(row) for row in rows)
 
 
 def test_a_missing_image_names_the_fix() -> None:

@@ -152,7 +152,8 @@ def test_only_a_result_that_lacks_its_calls_waits_for_them_to_be_stored(
             )
         )
         proposing.start()
-        proposing.join(timeout=2.0 if waits else 30.0)  # a slow machine ends in time
+        # Room for a slow machine, yet well short of the 30 s a waiting write gives up after.
+        proposing.join(timeout=2.0 if waits else 10.0)
         assert proposing.is_alive() == waits
     finally:
         blocker.execute("ROLLBACK")

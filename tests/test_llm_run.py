@@ -303,6 +303,7 @@ class SlowNewLines:
         with self.lock:
             self.answering -= 1
             self.first_answer = self.first_answer or time.time()
+            self.arrived.notify_all()  # a wave that never filled is let go at the first answer
         added = f"{line[0]}\nV{number} = 0"
         return reply(f"<<<<<<< SEARCH\n{line[0]}\n=======\n{added}\n>>>>>>> REPLACE\n")
 
@@ -319,7 +320,8 @@ def test_model_requests_never_outnumber_the_slots_and_the_next_ones_wait_ready(
     model = SlowNewLines(0.5, wave=slots)
     with ScriptedLLMServer(default=model) as server:
         task_file = _task(tmp_path, server.openai_url, candidates=candidates)
-        text = task_file.read_text().replace("  timeout_s: 2\n", "  timeout_s: 10\n")
+        # Past the first wave's hold (30 s at most), so no held request is timed out and sent again.
+        text = task_file.read_text().replace("  timeout_s: 2\n", "  timeout_s: 60\n")
         task_file.write_text(text + f"  concurrency: {concurrency}\n  finisher_share: 0\n")
         outcome, store = _run(tmp_path, task_file)
         served = len(server.requests)

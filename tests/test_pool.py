@@ -103,9 +103,11 @@ def test_a_worker_with_no_room_is_given_up_and_the_pool_grows_back_when_a_cpu_fr
         tmp_path, workers=2, candidates=budget, params="{target: 100, delay_s: 0.1}"
     )
     freed: list[float] = []
+    placed: list[str] = []  # when one was given up
 
     def free_the_cpu(event: Event) -> None:
         if "was not placed within 5 s" in event.text and not freed:
+            placed.extend(where.name.split("@")[0] for where in engine.pool.workers.values())
             ray.kill(hog)
             freed.append(time.time())
 
@@ -117,7 +119,9 @@ def test_a_worker_with_no_room_is_given_up_and_the_pool_grows_back_when_a_cpu_fr
     texts = watcher.texts()
     assert outcome.reason == f"candidate budget reached ({budget})"
     shrunk = next(t for t in texts if "was not placed within 5 s" in t)
-    # The worker that found room may still be starting on a loaded machine.
+    # The worker given up is the one with no room; the other, placed, may still be starting
+    # on a loaded machine.
+    assert len(placed) == 1 and shrunk.split()[0] not in placed, (placed, shrunk)
     ready = r"(1 of 2 worker\(s\) ready|0 of 2 worker\(s\) ready and 1 starting);"
     assert re.search(f"the pool has {ready}", shrunk), shrunk
     assert "the pool is back to 2 worker(s)" in texts

@@ -201,10 +201,15 @@ def test_a_wait_for_a_commit_hears_the_lease_stopping_the_driver(postgres_url: s
     with locked(postgres_url, at_most_s=10.0) as released:
         with store.turn():
             evaluate(store, seed, 1.0)
-        # Started inside the block: an interrupt that came late must not end the session.
-        with pytest.raises(KeyboardInterrupt):
-            threading.Timer(0.2, _thread.interrupt_main).start()
-            store.count_candidates("run-1")
+        # Started inside the block and cancelled after it: an interrupt that comes late, or
+        # to a read that did not wait, must not end the whole session.
+        timer = threading.Timer(0.2, _thread.interrupt_main)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                timer.start()
+                store.count_candidates("run-1")
+        finally:
+            timer.cancel()
         assert not released.is_set(), "the interrupt was heard only once the commit was back"
     assert store.candidate(seed.id).score == 1.0  # type: ignore[union-attr]
     store.close()
