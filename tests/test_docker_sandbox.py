@@ -359,32 +359,32 @@ def test_an_engine_outage_raises_and_the_next_run_recovers(engine_link: EngineLi
 
 
 def test_an_outage_mid_job_retires_the_container_the_job_ran_in(engine_link: EngineLink) -> None:
-    with closing(DockerSandbox()) as box, ThreadPoolExecutor(1) as pool:
-        running = pool.submit(box.run, ["sleep", "10"], files={}, limits=Limits())
-        deadline = time.monotonic() + GENEROUS_S
-        while not _running_in(box.container_id, "sleep 10", engine_link.engine):
-            assert time.monotonic() < deadline, "the job never started"
-            time.sleep(0.05)
-        during = box.container_id
-        engine_link.down()
-        with pytest.raises(SandboxUnavailable):
-            running.result(timeout=GENEROUS_S)
-        engine_link.up()
-        assert box.run(["true"], files={}, limits=Limits()).ok
-        assert box.container_id not in (None, during)
-    with pytest.raises(docker.errors.NotFound):
-        docker.from_env().containers.get(during)
+    engine = docker.DockerClient(base_url=f"unix://{engine_link.engine}")  # not the link
+    with closing(engine):
+        with closing(DockerSandbox()) as box, ThreadPoolExecutor(1) as pool:
+            running = pool.submit(box.run, ["sleep", "10"], files={}, limits=Limits())
+            deadline = time.monotonic() + GENEROUS_S
+            while not _running_in(engine, box.container_id, "sleep 10"):
+                assert time.monotonic() < deadline, "the job never started"
+                time.sleep(0.05)
+            during = box.container_id
+            engine_link.down()
+            with pytest.raises(SandboxUnavailable):
+                running.result(timeout=GENEROUS_S)
+            engine_link.up()
+            assert box.run(["true"], files={}, limits=Limits()).ok
+            assert box.container_id not in (None, during)
+        with pytest.raises(docker.errors.NotFound):
+            engine.containers.get(during)
 
 
-def _running_in(container_id: str | None, command: str, engine: str) -> bool:
-    """Whether the container runs `command`, asked of the engine itself (not the link)."""
+def _running_in(engine: docker.DockerClient, container_id: str | None, command: str) -> bool:
     if container_id is None:
         return False
-    with closing(docker.DockerClient(base_url=f"unix://{engine}")) as client:
-        try:
-            rows = client.api.top(container_id)["Processes"] or []
-        except docker.errors.APIError:  # created, not started yet
-            return False
+    try:
+        rows = engine.api.top(container_id)["Processes"] or []
+    except docker.errors.APIError:  # created, not started yet
+        return False
     return any(command in " ".join(row) for row in rows)
 
 
