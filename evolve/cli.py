@@ -30,8 +30,9 @@ finished is repeated, and candidates that were in flight run again.
 Exit codes:
   0    the run finished and crowned a best candidate
   1    it failed: the seed or the evaluator's set-up failed, Ray did
-       not start, or no candidate was crowned
-  2    a bad task file, option or run name (nothing was started)
+       not start, nothing could be proposed, or no candidate was crowned
+  2    a bad task file, option or run name, or a task in which nothing
+       could propose a change (nothing was started)
   130  stopped by Ctrl-C or SIGTERM
 """
 
@@ -52,13 +53,18 @@ def _run_name(name: str | None) -> str | None:
     return name
 
 
-def _load(task_file: Path) -> LoadedTask:
-    """The task, or exit 2 with every problem on its line; its warnings said once."""
+def _load(task_file: Path, *, running: bool = False) -> LoadedTask:
+    """The task, or exit 2 with every problem on its line; its warnings said once. For a
+    run, they follow the first line, which says who proposes children (evolve/launch.py)."""
     try:
         task = load_task(task_file)
     except TaskFileError as exc:
         errors.print(f"[red]error:[/red] {exc}", highlight=False)
         sys.exit(2)
+    if running:
+        from evolve.launch import introduce  # imported once the task file has loaded
+
+        introduce(task)
     for warning in task.warnings:
         errors.print(f"[yellow]warning:[/yellow] {task.path}: {warning}", highlight=False)
     return task
@@ -75,9 +81,16 @@ def _load(task_file: Path) -> LoadedTask:
     help="Continue a stopped or killed run (the latest one if RUN is not given).",
 )
 @click.option(
-    "--workers", type=click.IntRange(min=1), help="Evaluations in flight (default: CPUs - 1)."
+    "--workers",
+    type=click.IntRange(min=1),
+    help="Evaluations in flight (default: an OpenEvolve config's "
+    "evaluator.parallel_evaluations, else CPUs - 1).",
 )
-@click.option("--seed", type=int, help="Fixes every random choice (default 0).")
+@click.option(
+    "--seed",
+    type=int,
+    help="Fixes every random choice (default: an OpenEvolve config's random_seed, else 0).",
+)
 @click.option(
     "--name",
     callback=lambda _ctx, _param, value: _run_name(value),
@@ -133,7 +146,7 @@ def run(
         raise click.UsageError("give a TASK_FILE, or --resume [RUN] to continue a run")
     if resume is not None and (seed is not None or name is not None):
         raise click.UsageError("a resumed run keeps its name and seed: drop --name and --seed")
-    task = _load(task_file) if task_file is not None else None
+    task = _load(task_file, running=True) if task_file is not None else None
     from evolve import launch  # imported once the task file has loaded: see the docstring
 
     options = launch.RunOptions(
@@ -265,14 +278,14 @@ def sandbox() -> None:
     "--task",
     "task_file",
     type=click.Path(path_type=Path),
-    help="Build this task's image: the sandbox image plus the task's `sandbox.packages`.",
+    help="Build this task's image: the sandbox image plus its `sandbox.packages` and `pip`.",
 )
 def build(force: bool, task_file: Path | None) -> None:
     """Build the sandbox image offline (debootstrap + docker import); cached by its recipe.
 
     With --task, the task's image, so that `evolve run` finds it ready: the sandbox image (or
-    the task's own `sandbox.image`) plus the Debian packages the task names, built on that
-    base; --force then rebuilds the packages' image, not its base.
+    the task's own `sandbox.image`) plus the Debian packages and PyPI requirements the task
+    names, built on that base; --force then rebuilds the packages' image, not its base.
     """
     from sandboxes.images.build import build_image
     from sandboxes.images.derived import build_derived
@@ -285,22 +298,23 @@ def build(force: bool, task_file: Path | None) -> None:
             errors.print(f"[red]error:[/red] {exc}", highlight=False)
             sys.exit(2)
     packages = sandbox.packages if sandbox is not None else []
+    pip = sandbox.pip if sandbox is not None else []
     image = sandbox.image if sandbox is not None else None
-    if image is not None and not packages:
+    if image is not None and not packages and not pip:
         console.print(
             f"{task_file} names its own image, {image}, and no packages: nothing to build"
         )
         return
 
     def progress(line: str) -> None:
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, markup=False)
 
     try:
-        tag = image or build_image(force=force and not packages, progress=progress)
-        if packages:
-            tag = build_derived(image, packages, force=force, progress=progress)
+        tag = image or build_image(force=force and not (packages or pip), progress=progress)
+        if packages or pip:
+            tag = build_derived(image, packages, pip=pip, force=force, progress=progress)
     except Exception as exc:
-        errors.print(f"[red]error:[/red] {exc}", highlight=False)
+        errors.print(f"error: {exc}", style="red", highlight=False, markup=False)
         sys.exit(1)
     console.print(f"sandbox image ready: {tag}")
 

@@ -1,5 +1,6 @@
-"""What `evolve run` does once its task file has loaded: choose the sandbox, start Ray
-without the secrets, create or resume the run, and drive the engine to the end.
+"""What `evolve run` does once its task file has loaded: say first who proposes children
+(refusing a run where nothing could), choose the sandbox, start Ray without the secrets,
+create or resume the run, drive the engine to the end, and fail a run that evolved nothing.
 
 Kept apart from evolve/cli.py so that the command line answers a bad task file before it
 imports any of this: Ray and the store alone take most of a second to import.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -19,13 +21,18 @@ from typing import Any, NoReturn
 from rich.markup import escape
 
 from evolve import cluster, lease, orphans, store_location
-from evolve.engine import Engine
+from evolve.engine import Engine, Outcome
+from evolve.knobs import find_knobs
+from evolve.mutators import LLM_OPERATORS
 from evolve.mutators.llm import key_names
+from evolve.openevolve import run_defaults
 from evolve.pool import SetupFailed
+from evolve.results import OK
 from evolve.runlog import run_log
 from evolve.runs import new_run_name, run_dir
 from evolve.sandbox_choice import usable_sandbox
 from evolve.store import CandidateRecord, RunRecord, Store
+from evolve.task import ModelSpec
 from evolve.taskfile import LoadedTask, TaskFileError, changed_files, make_evaluator, parse_task
 from evolve.ui.console import console, errors
 from evolve.ui.dashboard import Dashboard, PlainLog
@@ -81,6 +88,40 @@ def reading_store(db: str | None, results: Path | None) -> Store:
     return open_store(found_store(db, results).url)
 
 
+def introduce(task: LoadedTask) -> None:
+    """The run's first line: who proposes its children, the models or the offline
+    autotuner alone. A run whose only proposer is the autotuner, in a seed without @knob
+    values for it to vary, could propose nothing at all: it exits 2 instead."""
+    spec = task.spec
+    mutators = [m.name for m in spec.mutators]
+    if spec.llm is not None and any(name in LLM_OPERATORS for name in mutators):
+        models = ", ".join(_described(model) for model in spec.llm.models)
+        console.print(escape(f"models: {models}; mutators: {', '.join(mutators)}"))
+        return
+    knobs = len(find_knobs(task.seed))
+    if not knobs:
+        errors.print(
+            f"[red]error:[/red] {escape(str(task.path))}: the autotuner is this task's only "
+            "mutator, and the seed has no @knob values for it to vary, so nothing could be "
+            "proposed: mark the constants it may tune with @knob (see the README), or add an "
+            "`llm:` section and a `diff` or `rewrite` mutator",
+            highlight=False,
+        )
+        sys.exit(2)
+    unasked = " (the task names models, but no mutator asks them)" if spec.llm else ""
+    console.print(
+        f"no model proposes{unasked}: the autotuner alone varies the seed's {knobs} @knob "
+        "value(s), offline. To let a model propose edits, add an `llm:` section and a `diff` "
+        "or `rewrite` mutator (see the README).",
+        highlight=False,
+    )
+
+
+def _described(model: ModelSpec) -> str:
+    where = f" at {model.base_url}" if model.base_url else ""
+    return f"{model.model}{where} (weight {model.weight:g})"
+
+
 def new_run(
     options: RunOptions,
     task: LoadedTask,
@@ -89,6 +130,9 @@ def new_run(
     db: str | None,
     results: Path | None,
 ) -> None:
+    defaults = run_defaults(task.text, task.root)  # an OpenEvolve config's, where it has them
+    options = replace(options, workers=options.workers or defaults.workers)
+    seed = seed if seed is not None else defaults.seed
     task = usable_sandbox(options.budgeted(task), options.backend)
     location = store_location.for_writing(db, results)
     location.results.mkdir(parents=True, exist_ok=True)
@@ -136,13 +180,14 @@ def resumed_run(
         wanted = f"that {me['user']} started on {me['host']}" if resume is None else repr(resume)
         errors.print(f"[red]error:[/red] no run {wanted} in the store", highlight=False)
         sys.exit(2)
-    if resume is None:
-        console.print(f"the newest run {me['user']} started on {me['host']}: {record.name}")
     try:
         task = parse_task(record.task_yaml, Path(record.task_path))
     except TaskFileError as exc:
         errors.print(f"[red]error:[/red] the stored task no longer loads: {exc}", highlight=False)
         sys.exit(2)
+    introduce(task)
+    if resume is None:
+        console.print(f"the newest run {me['user']} started on {me['host']}: {record.name}")
     # A run from before fingerprints were kept has none to compare against.
     changed = changed_files(task, record.settings.get("task_files", task.files))
     if changed:
@@ -200,16 +245,6 @@ def execute(
     folder.mkdir(parents=True, exist_ok=True)
     console.print(f"run [bold]{run_name}[/bold]: results in {folder}/, store {store.display_url}")
     console.print(f"log: {folder / 'run.log'} (--log-level {log_level})")
-    if task.spec.llm is None:
-        console.print(
-            "no model configured: the autotuner runs alone, offline. To let a model propose "
-            "edits, add an `llm:` section and a `diff` or `rewrite` mutator (see the README)."
-        )
-    else:
-        models = ", ".join(m.model for m in task.spec.llm.models)
-        console.print(
-            f"models: {models}; mutators: {', '.join(m.name for m in task.spec.mutators)}"
-        )
     cpus = cluster.cpu_count()
     workers = options.workers or max(1, cpus - 1)
     if workers > cpus:  # each worker needs a CPU: the rest would wait for one forever
@@ -238,6 +273,9 @@ def execute(
                 observer=observer, holds_run=heartbeat.holds,
             )  # fmt: skip
             outcome = engine.run()
+            barren = _evolved_nothing(store, engine, outcome)
+            if barren:
+                log.error("%s", barren)
     except lease.RunTakenOver:
         _taken_over(run_name)
     except KeyboardInterrupt:
@@ -265,6 +303,10 @@ def execute(
     seed = store.candidate(outcome.seed_id)
     if seed is not None and seed.score is None and seed.status != "pending":
         _seed_failed(store, task, record, seed, me)
+    if barren:
+        end("failed")
+        errors.print(f"[red]error:[/red] {escape(barren)}", highlight=False)
+        sys.exit(1)
     end("finished")
     console.print(f"finished: {outcome.reason}")
     best = outcome.best
@@ -282,6 +324,31 @@ def execute(
         f"best: candidate #{best.id}, score {best.score:.4g} (seed: {_score(seed)}), {metrics}\n"
         f"written to {folder / 'best'}/\n"
         f"see it with: evolve show {best.id}    the board: evolve leaderboard {run_name}"
+    )
+
+
+def _evolved_nothing(store: Store, engine: Engine, outcome: Outcome) -> str | None:
+    """Why a run that stopped before its budget was spent had no child pass: whatever it
+    proposed failed, repeated a program, or could not be made. None where a budget ended
+    it or a child passed: that run evolved, whether or not it beat the seed."""
+    if engine.budgets.spent_reason(engine.added) is not None:
+        return None
+    if store.status_counts(outcome.run_name).get(OK, 0) > 1:  # the seed, and a child
+        return None
+    outcomes: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    for proposal in store.each_proposal(outcome.run_name):
+        outcomes[proposal.outcome or "in flight"] += 1
+        if proposal.outcome != "candidate" and proposal.detail:
+            reasons[f"{proposal.operator}: {proposal.detail}"] += 1
+    said = ", ".join(f"{n} {name}" for name, n in outcomes.most_common()) or "none"
+    commonest = ""
+    if reasons:
+        reason, times = reasons.most_common(1)[0]
+        commonest = f"; the commonest failure ({times} times): {reason}"
+    return (
+        f"nothing could be proposed: {outcome.reason}, and no child passed its evaluation "
+        f"(proposals: {said}{commonest})"
     )
 
 

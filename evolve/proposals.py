@@ -9,8 +9,10 @@ returns; its model calls reach the store as they complete (evolve/ledger_writer.
 model proposal gets the model keys with it and waits on the run's per-provider circuit
 (evolve/llm/circuit.py); the bandit, when the task asks for one, chooses the operator and
 model; the autotuner takes a share of proposals to tune the constants of model-made
-children (the finisher); and `fix` works through the candidates that failed. A model-made
-child too close to a program already in the run is rejected before it costs an evaluation.
+children (the finisher); and `fix` works through the candidates that failed. Neither the
+autotuner nor the finisher is given a program without @knob values, which they could not
+vary: a parent without them goes to a model operator instead. A model-made child too close
+to a program already in the run is rejected before it costs an evaluation.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from evolve.briefing import Briefing
 from evolve.budgets import Budgets
 from evolve.candidate_cache import CandidateCache
 from evolve.events import Event, EventLog
+from evolve.knobs import find_knobs
 from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Mutator, Proposal
 from evolve.mutators.llm import key_names, model_config
-from evolve.program import Program
+from evolve.program import Program, ProgramError
 from evolve.proposal_making import MutationFailed
 from evolve.proposal_workers import ProposalWorkers
 from evolve.recent_attempts import RecentAttempts
@@ -143,9 +146,14 @@ class Proposer:
             pick = self.strategy.pick(rng)
         if pick is None:
             return False  # nothing scored yet: wait for the seed
+        parent = self.candidates.get(pick.parent_id)
+        if isinstance(self.mutators[name][0], Autotuner) and not tunable(parent.program):
+            instead = self._instead_of_autotuner(rng, names, llm_in_flight)
+            if instead is None:
+                return False
+            name, arm, model = instead
         if arm is not None and self.bandit is not None:
             self.bandit.pulled(arm)
-        parent = self.candidates.get(pick.parent_id)
         partner_id = self.strategy.partner(pick, rng) if name == "crossover" else None
         request = MutationRequest(self.briefing.parent(parent), (), rng.getrandbits(63), model)
         if name in LLM_OPERATORS:
@@ -217,8 +225,9 @@ class Proposer:
         self.broken.append(candidate.id)
 
     def passed(self, candidate: CandidateRecord) -> None:
-        """A child that passed: one a model made is tuned later by the finisher."""
-        if candidate.mutation.get("model"):
+        """A child that passed: one a model made is tuned later by the finisher, where it
+        has @knob values to tune."""
+        if candidate.mutation.get("model") and tunable(candidate.program):
             self.to_finish.append(candidate.id)
 
     def _start(
@@ -299,6 +308,22 @@ class Proposer:
         }
         return CostAwareBandit(weights, known)
 
+    def _instead_of_autotuner(
+        self, rng: random.Random, names: Sequence[str], llm_in_flight: int
+    ) -> tuple[str, str | None, str | None] | None:
+        """The operator, arm and model for a parent without @knob values, which the
+        autotuner drew but cannot vary: a model operator by weight (or the bandit's arm),
+        but not `fix`, which works on a broken candidate rather than this parent. None
+        where the task has no such operator, or no model budget is left."""
+        others = [n for n in names if n != "fix" and not isinstance(self.mutators[n][0], Autotuner)]
+        if not others or not self.budgets.affordable(llm_in_flight):
+            return None
+        if self.bandit is None:
+            return rng.choices(others, weights=[self.mutators[n][1] for n in others])[0], None, None
+        arm = self.bandit.choose(rng, [a for a in self.bandit.weights if split_arm(a)[0] != "fix"])
+        name, model = split_arm(arm)
+        return name, arm, model
+
     def _may(self, arm: str) -> bool:
         """`fix` needs a broken candidate to work on."""
         return split_arm(arm)[0] != "fix" or bool(self.broken)
@@ -321,3 +346,12 @@ class Proposer:
         usd = self.budgets.spend(calls)
         if arm is not None and self.bandit is not None:
             self.bandit.charged(arm, usd)
+
+
+def tunable(program: Program) -> bool:
+    """Whether `program` has @knob values for the autotuner to vary; a model-made one whose
+    annotations do not parse has none it may use."""
+    try:
+        return bool(find_knobs(program))
+    except ProgramError:
+        return False

@@ -7,7 +7,10 @@ as a local subprocess.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, cast
@@ -70,6 +73,30 @@ class RunResult:
         return how
 
 
+@dataclass(frozen=True)
+class WarmPython:
+    """A trusted Python module that a job runs, which a sandbox may keep imported between
+    jobs: `warm(*setup)` once, then `main(args)` for each job in a fresh process forked from
+    the one that imported it (see sandboxes/supervise.py). The module is the task's own code,
+    never a candidate's: it is imported beside `files` alone, less those a job replaces."""
+
+    module: str  # its path in the work dir
+    setup: tuple[str, ...]  # what its warm() is given
+    files: Mapping[str, bytes]  # what its import needs, itself included, by path in the work dir
+
+    @functools.cached_property
+    def key(self) -> str:
+        """The same module, setup and files give the same key: what a server has imported."""
+        digest = hashlib.sha256(json.dumps([self.module, self.setup]).encode())
+        for name in sorted(self.files):
+            digest.update(b"\0" + name.encode() + b"\0" + self.files[name])
+        return digest.hexdigest()[:16]
+
+    def argv(self, python: str, args: Sequence[str]) -> list[str]:
+        """The same job as one command, for a sandbox that keeps nothing warm."""
+        return [python, "-I", "-B", self.module, *self.setup, *args]
+
+
 class Sandbox(Protocol):
     name: str
     # Whether /tmp and /dev/shm are the job's own and start empty: then a file there is the
@@ -86,6 +113,19 @@ class Sandbox(Protocol):
         collect: Sequence[str] = (),
     ) -> RunResult:
         """Run argv in a fresh work dir holding `files`; return the `collect`ed paths that exist."""
+        ...
+
+    def run_python(
+        self,
+        warm: WarmPython,
+        args: Sequence[str],
+        *,
+        files: Mapping[str, bytes],
+        limits: Limits,
+        collect: Sequence[str] = (),
+    ) -> RunResult:
+        """What `run(warm.argv(self.python, args), files={**warm.files, **files}, ...)` gives,
+        with the module kept imported between jobs where this sandbox can."""
         ...
 
     def close(self) -> None: ...
@@ -107,11 +147,17 @@ class Backend(Protocol):
         ...
 
     def provision(
-        self, *, image: str | None, packages: Sequence[str], progress: Callable[[str], None]
+        self,
+        *,
+        image: str | None,
+        packages: Sequence[str],
+        pip: Sequence[str],
+        progress: Callable[[str], None],
     ) -> str | None:
-        """The image whose jobs have the Debian `packages`, built first where this host
-        lacks it; None where the backend installs nothing (its jobs use the host's own).
-        Raises RuntimeError, saying why, where it cannot be built."""
+        """What `open_sandbox(image=...)` takes so that jobs have the Debian `packages` and
+        the PyPI requirements `pip`, built first where this host lacks it; None where the
+        backend installs nothing (its jobs use the host's own). Raises RuntimeError, saying
+        why, where it cannot be built."""
         ...
 
 

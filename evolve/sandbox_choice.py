@@ -8,6 +8,8 @@ import subprocess
 import sys
 from dataclasses import replace
 
+from rich.markup import escape
+
 from evolve.sandbox import backend as sandbox_backend
 from evolve.task import SandboxSpec
 from evolve.taskfile import LoadedTask
@@ -46,7 +48,7 @@ def usable_sandbox(task: LoadedTask, backend: str | None) -> LoadedTask:
         )
         sys.exit(2)
     sandbox = task.spec.sandbox.model_copy(update={"backend": chosen})
-    if sandbox.packages:
+    if sandbox.packages or sandbox.pip:
         sandbox = _with_packages(task, sandbox)
     if sandbox == task.spec.sandbox:
         return task
@@ -54,43 +56,55 @@ def usable_sandbox(task: LoadedTask, backend: str | None) -> LoadedTask:
 
 
 def _with_packages(task: LoadedTask, sandbox: SandboxSpec) -> SandboxSpec:
-    """The sandbox with the task's `sandbox.packages`: on Docker, the image that holds them,
-    built now if this host lacks it.
+    """The sandbox with the task's `sandbox.packages` and `sandbox.pip`: on Docker, the image
+    that holds them; on the process backend, the Python environment that holds the pip
+    requirements; built now if this host lacks it.
 
     Built rather than refused: the task already says what it needs, the build takes seconds
     to minutes once per recipe and host and is reused by every later run, so sending the user
     off to type another command first would add a step and nothing else. Each phase is shown
     as it goes, and a build that fails (an unknown package, no network) exits 2 with
-    apt-get's last lines and the command that retries the build alone.
+    apt-get's last lines or pip's error and the command that retries the build alone.
 
-    The process sandbox installs nothing: its candidates use this host's own software. That
-    is a warning, naming what dpkg finds missing, not an error: what a package provides
-    (scipy, say) may be here all the same, installed by pip where dpkg cannot see it.
+    The process sandbox installs no Debian package: its candidates use this host's own
+    software. That is a warning, naming what dpkg finds missing, not an error: what a package
+    provides (scipy, say) may be here all the same, installed by pip where dpkg cannot see it.
     """
-    names = ", ".join(sandbox.packages)
+    key = "sandbox.packages" if not sandbox.pip else "sandbox.pip"
+    what = ", ".join([*sandbox.packages, *(f"pip: {wanted}" for wanted in sandbox.pip)])
     try:
         tag = sandbox_backend(sandbox.backend).provision(
             image=sandbox.image,
             packages=sandbox.packages,
-            progress=lambda line: console.print(line, highlight=False),
+            pip=sandbox.pip,
+            progress=lambda line: console.print(escape(line), highlight=False),
         )
     except Exception as exc:  # RuntimeError from the build, or the engine failing mid-way
         errors.print(
-            f"[red]error:[/red] {task.path}: sandbox.packages: cannot build the sandbox image "
-            f"with {names}: {exc}\nRetry the build alone: evolve sandbox build --task {task.path}",
+            f"[red]error:[/red] {task.path}: {key}: cannot build the sandbox with "
+            f"{escape(what)}: {escape(str(exc))}\nRetry the build alone: {_retry(task, sandbox)}",
             highlight=False,
         )
         sys.exit(2)
-    if tag is None:
+    if sandbox.packages and sandbox.backend != "docker":
+        names = ", ".join(sandbox.packages)
         errors.print(
             f"[yellow]warning:[/yellow] {task.path}: sandbox.packages: the {sandbox.backend} "
-            f"sandbox installs nothing; candidates use this host's {names} "
+            f"sandbox installs no Debian package; candidates use this host's {names} "
             f"({_on_host(sandbox.packages)})",
             highlight=False,
         )
+    if tag is None:
         return sandbox
-    console.print(f"sandbox image with {names}: {tag}", highlight=False)
+    held_in = "image" if sandbox.backend == "docker" else "Python environment"
+    console.print(f"sandbox {held_in} with {escape(what)}: {tag}", highlight=False)
     return sandbox.built(tag)
+
+
+def _retry(task: LoadedTask, sandbox: SandboxSpec) -> str:
+    if sandbox.backend == "docker":
+        return f"evolve sandbox build --task {task.path}"
+    return f"evolve check {task.path} --sandbox {sandbox.backend}"
 
 
 def _on_host(packages: list[str]) -> str:

@@ -14,14 +14,20 @@ import time
 import traceback
 from pathlib import Path
 
+import yaml
+from rich.markup import escape
 from rich.table import Table
 
 from evolve.evaluator import Evaluator
+from evolve.missing_tools import advice, missing
+from evolve.openevolve import EXTENDS, looks_like_openevolve
 from evolve.results import EvalResult
 from evolve.sandbox import Sandbox
 from evolve.sandbox_choice import usable_sandbox
 from evolve.scoring import score
 from evolve.taskfile import LoadedTask, make_evaluator
+from evolve.taskyaml import YAMLLimitError
+from evolve.taskyaml import load as load_yaml
 from evolve.ui.console import console, errors
 
 log = logging.getLogger("evolve.check")
@@ -62,16 +68,48 @@ def check_seed(task: LoadedTask, backend: str | None) -> int:
         sandbox.close()
     took = time.monotonic() - started
     _show(result, task)
+    lacking = _lacking(result, task)
     if not result.ok:
         _fail(task, f"the seed fails: {_first_failure(result)}")
+        _say(task, "the seed's output says", lacking)
         return BROKEN
     value = score(result.metrics, spec.objectives)
     if value is None:
         names = ", ".join(o.name for o in spec.objectives)
         _fail(task, f"the seed passes, but the evaluator reported no finite value for {names}")
+        _say(task, "the seed's output says", lacking)
         return BROKEN
+    if value == 0:
+        _say(task, "the seed scores 0, and its output says", lacking)
     console.print(f"[green]ok[/green]: the seed passes; score {value:.4g} (in {took:.1f}s)")
     return OK
+
+
+def _lacking(result: EvalResult, task: LoadedTask) -> list[str]:
+    """What the result's feedback and artifacts say the sandbox lacks, with what to add."""
+    texts = [result.feedback, *result.artifacts.values(), *(s.feedback for s in result.stages)]
+    config = _openevolve_config(task)
+    backend = task.spec.sandbox.backend
+    return [advice(found, backend, config) for found in missing(texts, task.root)]
+
+
+def _openevolve_config(task: LoadedTask) -> str | None:
+    """The config's name where the task is an OpenEvolve config itself (not a task.yaml that
+    extends one): it takes no keys of evolve's."""
+    try:
+        data = load_yaml(task.text)[1]
+    except (yaml.YAMLError, YAMLLimitError, ValueError):
+        return None
+    if isinstance(data, dict) and EXTENDS not in data and looks_like_openevolve(data, task.root):
+        return task.path.name
+    return None
+
+
+def _say(task: LoadedTask, lead: str, lacking: list[str]) -> None:
+    for line in lacking:
+        errors.print(
+            f"[yellow]warning:[/yellow] {task.path}: {lead} {escape(line)}", highlight=False
+        )
 
 
 def _set_up(evaluator: Evaluator, task: LoadedTask, sandbox: Sandbox, workdir: Path) -> bool:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from evolve.results import StageResult
-from evolve.sandbox import Limits, RunResult, Sandbox
+from evolve.sandbox import Limits, RunResult, Sandbox, WarmPython
 
 FEEDBACK_BYTES = 2048
 
@@ -53,6 +53,21 @@ class Runner:
         self, argv: Sequence[str], files: Mapping[str, bytes], collect: Sequence[str] = ()
     ) -> RunResult:
         result = self.sandbox.run(argv, files=files, limits=self.limits, collect=collect)
+        self.runs.append(result)
+        return result
+
+    def python(
+        self,
+        warm: WarmPython,
+        args: Sequence[str],
+        files: Mapping[str, bytes],
+        collect: Sequence[str] = (),
+    ) -> RunResult:
+        """A trusted module's main(args) beside `files`, kept imported where the sandbox can
+        (Sandbox.run_python)."""
+        result = self.sandbox.run_python(
+            warm, args, files=files, limits=self.limits, collect=collect
+        )
         self.runs.append(result)
         return result
 

@@ -14,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from evolve.pip_requirements import requirement
 from evolve.runs import NAME_PATTERN
 from evolve.sandbox import Limits, Sandbox, open_sandbox
 
@@ -188,6 +189,12 @@ class SandboxSpec(Strict):
         description="docker: Debian packages added to the image (python3-scipy, jq); the "
         "image with them is built once, before the run, and reused",
     )
+    pip: list[Annotated[str, AfterValidator(requirement)]] = Field(
+        default_factory=list,
+        description="PyPI requirements installed with pip, as pip reads them ('pywavelets', "
+        "'scipy>=1.11'): into the image (docker), or into a Python environment kept for "
+        "them (process); built once, before the run, and reused",
+    )
     gpus: bool = Field(False, description="docker: pass the host's GPUs into the container")
     timeout_s: float = Field(30.0, gt=0)
     memory_mb: int = Field(2048, ge=16)
@@ -198,19 +205,21 @@ class SandboxSpec(Strict):
     def open(self) -> Sandbox:
         """A sandbox as this section describes it; SandboxUnavailable names the fix.
 
-        Docker packages must have been built into an image first (`built`): opening the
-        image without them would fail every candidate that needs them, far from the cause.
-        The process sandbox installs nothing and runs on the host's own software."""
-        if self.packages and self.backend == "docker":
+        Docker packages and pip requirements must have been installed first (`built`):
+        opening a sandbox without them would fail every candidate that needs them, far from
+        the cause. The process sandbox installs no Debian packages: its jobs run the host's
+        own software."""
+        if (self.packages and self.backend == "docker") or self.pip:
             raise RuntimeError(
-                "sandbox.packages are not built into an image yet: `evolve run` builds "
-                "them, or `evolve sandbox build --task TASK_FILE`"
+                "sandbox.packages and sandbox.pip are not installed yet: `evolve run` "
+                "installs them, or `evolve sandbox build --task TASK_FILE`"
             )
         return open_sandbox(self.backend, image=self.image, gpus=self.gpus)
 
     def built(self, image: str) -> SandboxSpec:
-        """This section once its packages are installed in `image`, which sandboxes open."""
-        return self.model_copy(update={"image": image, "packages": []})
+        """This section once its packages are installed in `image` (for the process backend,
+        the Python environment holding its pip requirements), which sandboxes open."""
+        return self.model_copy(update={"image": image, "packages": [], "pip": []})
 
     def limits(self) -> Limits:
         return Limits(

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from pydantic import ValidationError
-from yaml.nodes import MappingNode, SequenceNode
+from yaml.nodes import SequenceNode
 
 from evolve.evaluator import Evaluator, evaluator_class
 from evolve.knobs import find_knobs
@@ -24,34 +24,23 @@ from evolve.program import Program, ProgramError
 from evolve.search.map_elites import CODE_LENGTH
 from evolve.task import TaskSpec
 from evolve.taskpaths import TaskPathError, confine, read_task_file
-from evolve.taskproblems import (
-    Loc,
-    Placement,
-    Problem,
-    as_written,
-    field_path,
-    locate,
-    schema_problems,
-)
+from evolve.taskproblems import Layout, Loc, Overlay, Problem, field_path, schema_problems
 
 
 class TaskChecks:
     """One task's checks, held together because a later one uses what an earlier one made:
     the objectives are vetted by the evaluator that `evaluator` built."""
 
-    def __init__(
-        self, spec: TaskSpec, root: Path, tree: MappingNode, place: Placement = as_written
-    ) -> None:
-        self.spec, self.root, self.tree, self.place = spec, root, tree, place
+    def __init__(self, spec: TaskSpec, root: Path, layout: Layout | Overlay) -> None:
+        self.spec, self.root, self.layout = spec, root, layout
         self.problems: list[Problem] = []
         self.made: Evaluator | None = None  # the evaluator, once its params are known good
 
     def fail(self, loc: Loc, message: str) -> None:
-        loc = self.place(loc)
-        self.problems.append(Problem(locate(self.tree, loc)[1], field_path(loc), message))
+        self.problems.append(self.layout.problem(loc, message))
 
     def seed(self) -> Program | None:
-        listed = isinstance(locate(self.tree, ("seed",))[0], SequenceNode)
+        listed = isinstance(self.layout.node(("seed",)), SequenceNode)
         files: dict[str, str] = {}
         for i, entry in enumerate(self.spec.seed):
             loc: Loc = ("seed", i) if listed else ("seed",)
@@ -90,7 +79,7 @@ class TaskChecks:
         except ValidationError as exc:
             params_model = getattr(cls, "Params", None)  # for "did you mean" on a typo
             self.problems += schema_problems(
-                exc, self.tree, ("evaluator", "params"), params_model, self.place
+                exc, self.layout, ("evaluator", "params"), params_model
             )
         except TaskPathError as exc:
             self.fail(("evaluator", "params", exc.param), exc.message)
@@ -111,9 +100,8 @@ class TaskChecks:
                 MUTATORS[mutator.name].Params.model_validate(mutator.params)
             except ValidationError as exc:
                 self.problems += schema_problems(
-                    exc, self.tree, ("mutators", i, "params"), MUTATORS[mutator.name].Params,
-                    self.place,
-                )  # fmt: skip
+                    exc, self.layout, ("mutators", i, "params"), MUTATORS[mutator.name].Params
+                )
 
     def llm(self) -> None:
         """Models must parse, and their keys must be there now rather than fail mid-run.

@@ -4,6 +4,13 @@ Loading goes in stages, each reporting all its problems together: the file itsel
 YAML, the schema (TaskSpec, placed in the file by taskproblems.py), then what the schema
 cannot see (taskchecks.py).
 
+A task is a task.yaml, an OpenEvolve config (evolve/openevolve.py translates it), or a
+task.yaml that extends an OpenEvolve config beside it: `openevolve: config.yaml` names the
+config, and its other keys are laid over the config's translation (a mapping key by key,
+anything else whole), so that a folder gains what its config cannot say (`sandbox.packages:
+[cargo]`, `evaluator.params.files`) without an edit. Each problem then names the file and
+line that gave the field.
+
 A task file may come from anyone, so loading it is bounded: the file is refused unread
 when over the size cap, its YAML within limits (taskyaml.py), and every file it names is
 read through taskpaths.py, which keeps it inside the task folder and fingerprints it.
@@ -23,21 +30,31 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from evolve.evaluator import Evaluator, evaluator_class
 from evolve.openevolve import (
+    EVALUATOR_FILE,
+    EXTENDS,
     OpenEvolveError,
     Translation,
     find_config,
     looks_like_openevolve,
     translate,
 )
+from evolve.pip_requirements import RequirementsError
 from evolve.program import Program
 from evolve.task import TaskSpec
 from evolve.taskchecks import TaskChecks
-from evolve.taskpaths import check_size, max_task_bytes, read_bounded, recording
+from evolve.taskpaths import (
+    TaskPathError,
+    check_size,
+    max_task_bytes,
+    read_bounded,
+    read_task_file,
+    recording,
+)
 from evolve.taskproblems import (
-    Placement,
+    Layout,
+    Overlay,
     Problem,
     TaskFileError,
-    as_written,
     field_path,
     locate,
     schema_problems,
@@ -103,17 +120,13 @@ def parse_task(text: str, path: Path) -> LoadedTask:
         raise TaskFileError(path, [Problem(None, "", f"refused: {exc}")]) from None
     tree, data = _parse_yaml(text, path)
     absolute = path.resolve()
-    place: Placement = as_written
-    translation: Translation | None = None
-    if looks_like_openevolve(data, absolute.parent):
-        translation = _translated(data, tree, path)
-        data, place = translation.task, translation.place
-    try:
-        spec = TaskSpec.model_validate(data)
-    except ValidationError as exc:
-        raise TaskFileError(path, list(schema_problems(exc, tree, (), TaskSpec, place))) from None
-    check = TaskChecks(spec, absolute.parent, tree, place)
     with recording() as files:
+        data, layout, translation = _task_data(data, tree, path)
+        try:
+            spec = TaskSpec.model_validate(data)
+        except ValidationError as exc:
+            raise TaskFileError(path, list(schema_problems(exc, layout, (), TaskSpec))) from None
+        check = TaskChecks(spec, absolute.parent, layout)
         seed = check.seed()
         notes = check.notes()
         check.evaluator()
@@ -123,7 +136,68 @@ def parse_task(text: str, path: Path) -> LoadedTask:
     if check.problems or seed is None:
         raise TaskFileError(path, check.problems)
     warnings = tuple(translation.warnings()) if translation else ()
+    beside = absolute.parent / "task.yaml"
+    if isinstance(layout, Layout) and translation and beside != absolute and beside.is_file():
+        warnings += (f"the task.yaml beside {path.name} is not read: run the folder to use it",)
     return LoadedTask(spec, absolute, absolute.parent, text, seed, notes, files, warnings)
+
+
+def _task_data(
+    data: Any, tree: MappingNode, path: Path
+) -> tuple[Any, Layout | Overlay, Translation | None]:
+    """What the task holds, where each field of it was written, and the translation of the
+    OpenEvolve config it is or extends."""
+    if isinstance(data, Mapping) and EXTENDS in data:
+        return _extended(data, tree, path)
+    if looks_like_openevolve(data, path.resolve().parent):
+        translation = _translated(data, tree, path)
+        return translation.task, Layout(tree, translation.place), translation
+    return data, Layout(tree), None
+
+
+def _extended(
+    data: Mapping[str, Any], tree: MappingNode, path: Path
+) -> tuple[dict[str, Any], Overlay, Translation]:
+    """A task.yaml that extends an OpenEvolve config: the config's translation with the
+    task.yaml's other keys laid over it."""
+    root = path.resolve().parent
+    name = _config_name(data[EXTENDS], tree, path)
+    config_path = path.parent / name
+    try:
+        config_text = read_task_file(root, name, EXTENDS)
+    except TaskPathError as exc:
+        raise TaskFileError(path, [_extends_problem(tree, exc.message)]) from None
+    if not (root / EVALUATOR_FILE).is_file():
+        message = f"{name} is an OpenEvolve config only beside its {EVALUATOR_FILE}, not in {root}"
+        raise TaskFileError(path, [_extends_problem(tree, message)])
+    config_tree, config = _parse_yaml(config_text, config_path)
+    translation = _translated(config, config_tree, config_path)
+    own = {key: value for key, value in data.items() if key != EXTENDS}
+    base = Layout(config_tree, translation.place, config_path)
+    return _laid_over(translation.task, own), Overlay(Layout(tree), own, base), translation
+
+
+def _config_name(value: Any, tree: MappingNode, path: Path) -> str:
+    if isinstance(value, str) and value and Path(value).name == value and value not in {".", ".."}:
+        return value
+    message = f"must name the OpenEvolve config beside this file, e.g. config.yaml, not {value!r}"
+    raise TaskFileError(path, [_extends_problem(tree, message)])
+
+
+def _extends_problem(tree: MappingNode, message: str) -> Problem:
+    return Problem(locate(tree, (EXTENDS,))[1], EXTENDS, message)
+
+
+def _laid_over(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `over` laid on it: mappings merge key by key, any other value replaces."""
+    merged = dict(base)
+    for key, value in over.items():
+        below = merged.get(key)
+        if isinstance(value, Mapping) and isinstance(below, Mapping):
+            merged[key] = _laid_over(below, value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _translated(data: Any, tree: MappingNode, path: Path) -> Translation:
@@ -132,6 +206,9 @@ def _translated(data: Any, tree: MappingNode, path: Path) -> Translation:
     except OpenEvolveError as exc:
         problem = Problem(locate(tree, exc.loc)[1], field_path(exc.loc), str(exc))
         raise TaskFileError(path, [problem]) from None
+    except RequirementsError as exc:
+        problem = Problem(exc.line, "", exc.message)
+        raise TaskFileError(path.parent / exc.file, [problem]) from None
 
 
 def make_evaluator(task: LoadedTask) -> Evaluator:

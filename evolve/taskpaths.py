@@ -6,8 +6,9 @@ task gives, whichever part of the task gives it, goes through `confine` here, wh
 absolute paths, `..` and symlinks that lead out of the task folder. Reads are bounded before
 they start, so a huge or endless file is refused at once instead of filling memory, and
 only a regular file is read at all, so a FIFO or a device cannot keep the loader waiting
-forever. Every file read through `read_task_file` while `recording` is active is
-fingerprinted, so a resumed run can tell that the files it was started with have changed.
+forever. Every file read through `read_task_file` (text) or `read_task_bytes` (any file)
+while `recording` is active is fingerprinted, so a resumed run can tell that the files it
+was started with have changed.
 """
 
 from __future__ import annotations
@@ -57,13 +58,22 @@ def check_size(size: int, limit: int) -> None:
 def read_bounded(path: Path, limit: int) -> str:
     """The file's text, reading at most `limit` + 1 bytes whatever the file claims to hold.
 
+    ValueError when it is not a regular file (see `read_bytes_bounded`), is larger than
+    `limit`, holds a NUL byte (a binary file) or is not UTF-8; OSError when it cannot be
+    opened.
+    """
+    return _as_text(read_bytes_bounded(path, limit))
+
+
+def read_bytes_bounded(path: Path, limit: int) -> bytes:
+    """The file's bytes, reading at most `limit` + 1 bytes whatever the file claims to hold.
+
     Only a regular file is read: opening a FIFO blocks until something writes to it, and a
     device or socket may never end or never answer, so either would hang the loader. The
     kind is checked before opening (opening some devices does something) and again on the
     open descriptor, which is opened without blocking and without becoming a terminal's, so
-    a file swapped in between is caught too. ValueError when it is not a regular file, is
-    larger than `limit`, holds a NUL byte (a binary file) or is not UTF-8; OSError when it
-    cannot be opened.
+    a file swapped in between is caught too. ValueError when it is not a regular file or is
+    larger than `limit`; OSError when it cannot be opened.
     """
     _check_regular(os.stat(path).st_mode)
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -74,6 +84,11 @@ def read_bounded(path: Path, limit: int) -> str:
         data = stream.read(limit + 1)  # /proc files and growing ones report a small size
     if len(data) > limit:
         raise ValueError(f"more than the {limit}-byte cap ({MAX_BYTES_ENV} sets it)")
+    return data
+
+
+def _as_text(data: bytes) -> str:
+    """`data` decoded; ValueError for a NUL byte (a binary file) or bytes that are not UTF-8."""
     nul = data.find(b"\0")
     if nul >= 0:
         raise ValueError(f"a binary file, not text (NUL byte at offset {nul})")
@@ -125,9 +140,20 @@ def confine(task_dir: Path, relative: str, param: str) -> Path:
 def read_task_file(task_dir: Path, relative: str, param: str) -> str:
     """The text of a file the task names under `param`, confined and bounded; TaskPathError
     says why it cannot be read."""
+    data = read_task_bytes(task_dir, relative, param, max_task_bytes())
+    try:
+        return _as_text(data)
+    except ValueError as exc:
+        raise TaskPathError(param, f"cannot use {relative!r}: {exc}") from None
+
+
+def read_task_bytes(task_dir: Path, relative: str, param: str, limit: int) -> bytes:
+    """The bytes of a file the task names under `param`, confined and at most `limit` long;
+    TaskPathError says why it cannot be read. A file's fingerprint is the sha256 of its
+    bytes, read as text or not."""
     target = confine(task_dir, relative, param)
     try:
-        text = read_bounded(target, max_task_bytes())
+        data = read_bytes_bounded(target, limit)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         message = f"cannot read {relative!r} (looked for {target}): {reason}"
@@ -137,14 +163,14 @@ def read_task_file(task_dir: Path, relative: str, param: str) -> str:
     seen = _recorded.get()
     if seen is not None:
         name = target.relative_to(task_dir.resolve()).as_posix()
-        seen[name] = hashlib.sha256(text.encode()).hexdigest()
-    return text
+        seen[name] = hashlib.sha256(data).hexdigest()
+    return data
 
 
 @contextmanager
 def recording() -> Iterator[dict[str, str]]:
-    """Within the block, each file read through `read_task_file` is noted in the dict
-    yielded, as its path in the task folder and the sha256 of its text."""
+    """Within the block, each file read through `read_task_file` or `read_task_bytes` is
+    noted in the dict yielded, as its path in the task folder and the sha256 of its bytes."""
     seen: dict[str, str] = {}
     token = _recorded.set(seen)
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
@@ -32,8 +32,10 @@ class Problem:
     line: int | None  # 1-based; None when the file as a whole is at fault
     field: str  # dotted, list indexes as [i]; "" for the file itself
     message: str
+    file: Path | None = None  # where the task was written in more than one file: this one
 
     def render(self, path: Path) -> str:
+        path = self.file or path
         where = str(path) if self.line is None else f"{path}:{self.line}"
         field = f"{self.field}: " if self.field else ""
         return f"{where}: {field}{self.message}"
@@ -51,6 +53,51 @@ class TaskFileError(Exception):
 
     def __str__(self) -> str:
         return "\n".join(problem.render(self.path) for problem in self.problems)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a task's fields were written: the YAML tree of a file, and `place`, which maps a
+    field of the task to its key in that file; `file` names the file where it is not the
+    task file that was loaded."""
+
+    tree: MappingNode
+    place: Placement = as_written
+    file: Path | None = None
+
+    def node(self, loc: Loc) -> Node:
+        return locate(self.tree, self.place(loc))[0]
+
+    def problem(self, loc: Loc, message: str) -> Problem:
+        written = self.place(loc)
+        return Problem(locate(self.tree, written)[1], field_path(written), message, self.file)
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """A task written in two files: `own` (a task.yaml, whose data is `written`) over `base`
+    (the config it extends). A field is placed in `own` where `own` gives it, or gives a
+    value (a list, a scalar) above it that it replaces whole; else in `base`."""
+
+    own: Layout
+    written: Mapping[str, Any]
+    base: Layout
+
+    def _holder(self, loc: Loc) -> Layout:
+        value: Any = self.written
+        for part in loc:
+            if not isinstance(value, Mapping):
+                return self.own
+            if part not in value:
+                return self.base
+            value = value[part]
+        return self.own
+
+    def node(self, loc: Loc) -> Node:
+        return self._holder(loc).node(loc)
+
+    def problem(self, loc: Loc, message: str) -> Problem:
+        return self._holder(loc).problem(loc, message)
 
 
 def locate(tree: MappingNode, loc: Loc) -> tuple[Node, int]:
@@ -83,17 +130,15 @@ def field_path(loc: Loc) -> str:
 
 def schema_problems(
     error: ValidationError,
-    tree: MappingNode,
+    layout: Layout | Overlay,
     prefix: Loc,
     model: type[BaseModel] | None,
-    place: Placement = as_written,
 ) -> Iterator[Problem]:
     """One problem per pydantic error; `prefix` places a nested model's errors in the task,
-    `place` the task's fields in the file, and `model`, where known, lets an unknown key be
-    answered with the keys allowed there."""
+    `layout` the task's fields in its files, and `model`, where known, lets an unknown key
+    be answered with the keys allowed there."""
     for details in error.errors():
-        loc = place((*prefix, *details["loc"]))
-        yield Problem(locate(tree, loc)[1], field_path(loc), _explain(details, model))
+        yield layout.problem((*prefix, *details["loc"]), _explain(details, model))
 
 
 def _child(node: Node, part: str | int) -> tuple[Node, Node] | None:

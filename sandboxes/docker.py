@@ -21,11 +21,8 @@ rather than pass them on, with the same outcome.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import logging
 import os
-import signal
 import socket
 import struct
 import threading
@@ -40,12 +37,13 @@ import requests.exceptions
 from docker.models.containers import Container
 from docker.types import DeviceRequest
 
-from evolve.sandbox import Limits, RunResult, SandboxUnavailable
+from evolve.sandbox import Limits, RunResult, SandboxUnavailable, WarmPython
 from sandboxes import supervise
 from sandboxes.images.build import JOB_USER, KEEPER_USER, image_status, image_tag
 from sandboxes.images.derived import REPOSITORY as PACKAGES_REPOSITORY
 from sandboxes.images.derived import build_derived
-from sandboxes.supervise import ACCEPTED, FRAME, checked_path
+from sandboxes.server_client import failure, frame_job, frame_warm_job, receive
+from sandboxes.supervise import ACCEPTED, checked_path
 
 log = logging.getLogger("evolve.sandbox")
 
@@ -102,10 +100,15 @@ def readiness() -> tuple[bool, str]:
 
 
 def provision(
-    *, image: str | None, packages: Sequence[str], progress: Callable[[str], None]
+    *,
+    image: str | None,
+    packages: Sequence[str],
+    pip: Sequence[str],
+    progress: Callable[[str], None],
 ) -> str:
-    """`image` (or the sandbox image) with `packages` added: sandboxes/images/derived.py."""
-    return build_derived(image, packages, progress=progress)
+    """`image` (or the sandbox image) with `packages` and the PyPI requirements `pip` added:
+    sandboxes/images/derived.py."""
+    return build_derived(image, packages, pip=pip, progress=progress)
 
 
 def reap_orphans() -> int:
@@ -162,10 +165,27 @@ class DockerSandbox:
     ) -> RunResult:
         for name in (*files, *collect):
             checked_path(name)
-        payload = _job(argv, files, limits, collect)
+        return self._locked(frame_job(argv, files, limits, collect), limits)
+
+    def run_python(
+        self,
+        warm: WarmPython,
+        args: Sequence[str],
+        *,
+        files: Mapping[str, bytes],
+        limits: Limits,
+        collect: Sequence[str] = (),
+    ) -> RunResult:
+        """The container's server imports warm's module once and forks a child per job."""
+        for name in (*warm.files, *files, *collect):
+            checked_path(name)
+        payload = frame_warm_job(warm, args, self.python, files, limits, collect)
+        return self._locked(payload, limits, warm.key)
+
+    def _locked(self, payload: bytes, limits: Limits, warm_key: str | None = None) -> RunResult:
         with self._lock:
             try:
-                return self._run(payload, limits)
+                return self._run(payload, limits, warm_key)
             except ENGINE_ERRORS as exc:
                 self._warm.shape = None  # a job may still run in it: replace it when we can
                 if self.gpus and "capabilities: [[gpu]]" in str(exc):
@@ -178,28 +198,37 @@ class DockerSandbox:
     def close(self) -> None:
         self._finalizer()
 
-    def _run(self, payload: bytes, limits: Limits, *, retry: bool = True) -> RunResult:
+    def _run(
+        self, payload: bytes, limits: Limits, warm_key: str | None, *, retry: bool = True
+    ) -> RunResult:
         server = self._server(limits)
+        if warm_key is not None and server.warmed not in (None, warm_key):
+            self._warm.drop_server()  # it keeps another module: a fresh server imports this one
+            server = self._server(limits)
         started = time.monotonic()
         deadline = started + limits.timeout_s + self.grace_s
+        if warm_key is not None and server.warmed != warm_key:
+            deadline += limits.timeout_s  # the server imports the module first, within this
         accepted = False
         try:
             server.send(payload, deadline)
             server.take(len(ACCEPTED), deadline)
             accepted = True
-            return _receive(server, deadline)
+            result = receive(server.take, deadline)
+            server.warmed = warm_key or server.warmed
+            return result
         except TimeoutError:
             self._warm.discard()
             why = f"the job outlived its timeout by {self.grace_s:g}s, so its container was killed"
-            return _failure(time.monotonic() - started, why, timed_out=True)
+            return failure(time.monotonic() - started, why, timed_out=True)
         except EOFError:
             why = self._lost(server)
         if accepted:
-            return _failure(time.monotonic() - started, why)
+            return failure(time.monotonic() - started, why)
         if retry:  # it died before the job (its container killed, say): a successor takes it
-            return self._run(payload, limits, retry=False)
+            return self._run(payload, limits, warm_key, retry=False)
         self._warm.discard()
-        return _failure(time.monotonic() - started, f"no sandbox server would take the job: {why}")
+        return failure(time.monotonic() - started, f"no sandbox server would take the job: {why}")
 
     def _server(self, limits: Limits) -> _Server:
         """The warm container's server, first starting it (and the container) if need be."""
@@ -326,6 +355,7 @@ class _Server:
 
     def __init__(self, exec_id: str, stream: socket.socket | socket.SocketIO) -> None:
         self.exec_id = exec_id
+        self.warmed: str | None = None  # the key of the module it has imported for warm jobs
         self.stderr = bytearray()  # the server writes there only as it dies
         self._stream = stream  # it holds the HTTP response whose socket this is: keep it alive
         self._sock: socket.socket = getattr(stream, "_sock", stream)
@@ -375,32 +405,6 @@ class _Server:
         del self._raw[:offset]
 
 
-def _job(
-    argv: Sequence[str], files: Mapping[str, bytes], limits: Limits, collect: Sequence[str]
-) -> bytes:
-    """One job, as `supervise.serve` reads it."""
-    spec = {
-        "argv": list(argv),
-        "limits": dataclasses.asdict(limits),
-        "collect": list(collect),
-        "files": [[name, len(content)] for name, content in files.items()],
-    }
-    head = json.dumps(spec).encode()
-    return b"".join([FRAME.pack(len(head)), head, *files.values()])
-
-
-def _receive(server: _Server, deadline: float) -> RunResult:
-    """The reply that `supervise.serve` frames after ACCEPTED."""
-    (size,) = FRAME.unpack(server.take(FRAME.size, deadline))
-    report = json.loads(server.take(size, deadline))
-    if "errno" in report:  # argv could not start, as ProcessSandbox raises it
-        raise OSError(report["errno"], report["error"])
-    stdout = server.take(report.pop("stdout"), deadline)
-    stderr = server.take(report.pop("stderr"), deadline)
-    files = {name: server.take(length, deadline) for name, length in report.pop("files")}
-    return RunResult(**report, stdout=stdout, stderr=stderr, files=files)
-
-
 def _job_processes(container: Container) -> int:
     """How many live processes in the container are not the keeper's: with its server gone,
     they can only be what a job left."""
@@ -421,18 +425,6 @@ def _how_to_build(image: str) -> str:
 
 def _left(deadline: float) -> float:
     return max(deadline - time.monotonic(), 0.001)
-
-
-def _failure(wall_s: float, why: str, *, timed_out: bool = False) -> RunResult:
-    return RunResult(
-        exit_code=None,
-        signal=signal.SIGKILL,
-        stdout=b"",
-        stderr=why.encode(),
-        wall_s=wall_s,
-        peak_memory_bytes=0,
-        timed_out=timed_out,
-    )
 
 
 def _alive(pid: int) -> bool:

@@ -24,7 +24,7 @@ import shutil
 import stat
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from evolve.sandbox import Limits
@@ -90,6 +90,12 @@ class Isolation:
 
 
 UNISOLATED = Isolation(None, "no isolation: jobs run as plain processes of this user")
+
+
+def with_environment(isolation: Isolation, folder: Path, python: str) -> Isolation:
+    """`isolation` whose jobs run `python`, of the Python environment at `folder` that holds
+    a task's pip requirements (sandboxes/python_env.py), shown read-only to them."""
+    return replace(isolation, python=python, shown=(*isolation.shown, str(folder)))
 
 
 @functools.cache

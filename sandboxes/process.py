@@ -17,13 +17,17 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from evolve.sandbox import Limits, RunResult
-from sandboxes import namespace_init
-from sandboxes.isolation import Isolation, detect
+from evolve.sandbox import Limits, RunResult, WarmPython
+from sandboxes import namespace_init, python_env
+from sandboxes.isolation import Isolation, detect, with_environment
+from sandboxes.namespace_server import NamespaceServer, ServerLost
+from sandboxes.server_client import frame_warm_job
 from sandboxes.supervise import Outcome, checked_path, read_back, supervise, write_files
 
 log = logging.getLogger("evolve.sandbox")
@@ -33,8 +37,12 @@ REPORT_BYTES = 64 * 1024  # a pipe's buffer: the init's report is written before
 
 
 def open_sandbox(*, image: str | None = None, gpus: bool = False) -> ProcessSandbox:
-    """`image` is Docker's; the host's GPUs are the job's anyway."""
-    return ProcessSandbox()
+    """`image` is Docker's, or the Python environment `provision` made for the task's pip
+    requirements, whose Python then runs the jobs; the host's GPUs are the job's anyway."""
+    folder = python_env.environment(image)
+    if folder is None:
+        return ProcessSandbox()
+    return ProcessSandbox(with_environment(detect(), folder, python_env.python_of(folder)))
 
 
 def readiness() -> tuple[bool, str]:
@@ -46,10 +54,19 @@ def readiness() -> tuple[bool, str]:
 
 
 def provision(
-    *, image: str | None, packages: Sequence[str], progress: Callable[[str], None]
-) -> None:
-    """Nothing is installed: jobs run the host's own software."""
-    return None
+    *,
+    image: str | None,
+    packages: Sequence[str],
+    pip: Sequence[str],
+    progress: Callable[[str], None],
+) -> str | None:
+    """No Debian package is installed: jobs run the host's own software. PyPI requirements
+    go into a Python environment for the jobs' Python (sandboxes/python_env.py), whose
+    folder is returned; None without any."""
+    if not pip:
+        return None
+    isolation = detect()
+    return str(python_env.provide(isolation.python, pip, progress, isolation.user))
 
 
 def reap_orphans() -> int:
@@ -65,6 +82,9 @@ class ProcessSandbox:
         self.isolation = detect() if isolation is None else isolation
         self.private_scratch = self.isolation.tool is not None
         self.python = self.isolation.python
+        self._held = _Held()
+        self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, self._held.drop)  # and at exit
         if self.isolation.tool is None:
             log.warning("process sandbox: %s", self.isolation.detail)
 
@@ -127,8 +147,63 @@ class ProcessSandbox:
             left_behind=[*outcome.left_behind, *report["left_behind"]],
         )
 
+    def run_python(
+        self,
+        warm: WarmPython,
+        args: Sequence[str],
+        *,
+        files: Mapping[str, bytes],
+        limits: Limits,
+        collect: Sequence[str] = (),
+    ) -> RunResult:
+        """Isolated, through a server kept in one namespace that imports warm's module once
+        (sandboxes/namespace_server.py); otherwise as one command, imports and all."""
+        if self.isolation.tool is None:
+            argv = warm.argv(self.python, args)
+            return self.run(argv, files={**warm.files, **files}, limits=limits, collect=collect)
+        for name in (*warm.files, *files, *collect):
+            checked_path(name)
+        payload = frame_warm_job(warm, args, self.python, files, limits, collect)
+        with self._lock:
+            try:
+                result = self._server(limits, warm.key).exchange(payload, limits, warm.key)
+            except ServerLost as lost:  # before it took the job: a fresh server takes it
+                log.warning("process sandbox: %s; starting another", lost)
+                self._held.drop()
+                result = self._server(limits, warm.key).exchange(payload, limits, warm.key)
+            if self._held.server is not None and not self._held.server.alive:
+                self._held.drop()
+        return result
+
     def close(self) -> None:
-        """Nothing persists between runs, so there is nothing to release."""
+        """Stop the warm server, if one runs; plain runs leave nothing behind."""
+        with self._lock:
+            self._finalizer()
+
+    def _server(self, limits: Limits, warm_key: str) -> NamespaceServer:
+        """The warm server, replaced where `limits` size its namespace differently or where
+        it keeps another module imported."""
+        held = self._held
+        if held.server is not None and (
+            held.server.shape != limits.max_file_bytes
+            or held.server.warmed not in (None, warm_key)
+        ):
+            held.drop()
+        if held.server is None:
+            held.server = NamespaceServer(self.isolation, limits)
+        return held.server
+
+
+class _Held:
+    """The warm server, held apart from the sandbox so that a finalizer can stop it."""
+
+    server: NamespaceServer | None = None
+
+    def drop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            remove_tree(self.server.root)
+            self.server = None
 
 
 @contextmanager

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import json
 import math
 import os
+import re
 import resource
 import selectors
 import shutil
@@ -22,10 +24,10 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from types import SimpleNamespace
-from typing import BinaryIO, NamedTuple, Protocol
+from typing import Any, BinaryIO, NamedTuple, Protocol
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -146,6 +148,7 @@ def supervise(
     sweep: Sweep | None = None,
     pass_fds: Sequence[int] = (),
     as_user: int | None = None,
+    call: Callable[[], int] | None = None,
 ) -> Outcome:
     """Run argv in workdir under `limits`, timed from out here; the whole group dies after it.
 
@@ -155,23 +158,29 @@ def supervise(
     `limit_processes=False` leaves RLIMIT_NPROC unset, for hosts where a pids cgroup bounds
     the processes instead: the rlimit counts every process of the uid on the whole machine.
     `as_user` runs argv as that uid and gid, with no supplementary groups (root only).
+    `call`, where given, runs instead of argv in a forked child of this process (see
+    `_fork_call`), which exits with what it returns; argv then only names the job.
     """
     parent = os.getpid()
     started = time.monotonic()
-    proc = subprocess.Popen(
-        list(argv),
-        cwd=workdir,
-        env=minimal_env(workdir),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        pass_fds=tuple(pass_fds),
-        user=as_user,
-        group=as_user,
-        extra_groups=None if as_user is None else [],
-        preexec_fn=lambda: _limit_child(limits, parent, limit_processes),
-    )
+    proc: subprocess.Popen[bytes] | _Forked
+    if call is not None:
+        proc = _fork_call(call, workdir, limits, parent, limit_processes)
+    else:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=workdir,
+            env=minimal_env(workdir),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=tuple(pass_fds),
+            user=as_user,
+            group=as_user,
+            extra_groups=None if as_user is None else [],
+            preexec_fn=lambda: _limit_child(limits, parent, limit_processes),
+        )
     left: list[str] = []
 
     def ended() -> None:
@@ -202,16 +211,80 @@ def supervise(
     )
 
 
+class _Forked:
+    """A job forked from this process rather than exec'd: what `supervise` needs of a Popen."""
+
+    def __init__(self, pid: int, stdout: BinaryIO, stderr: BinaryIO) -> None:
+        self.pid, self.stdout, self.stderr = pid, stdout, stderr
+        self.returncode: int | None = None
+
+
+def _fork_call(
+    call: Callable[[], int], workdir: Path, limits: JobLimits, parent: int, limit_processes: bool
+) -> _Forked:
+    """Fork a child that becomes a job as an exec'd argv would: its own session, stdin from
+    /dev/null and stdout and stderr into fresh pipes, no other descriptor of ours (the
+    server's protocol streams above all), the job's environment, work dir and limits, and
+    dumpable again as after an exec. Then it runs `call` and exits with what that returns,
+    skipping this process's exit handlers. Nothing it does reaches this process's memory:
+    the child's pages are its own copies."""
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: it never returns
+        code = 1
+        try:
+            os.setsid()
+            null = os.open(os.devnull, os.O_RDONLY)
+            for source, target in ((null, 0), (out_write, 1), (err_write, 2)):
+                os.dup2(source, target)
+            os.closerange(3, _descriptor_ceiling())
+            sys.stdin = open(0, closefd=False)  # noqa: SIM115 -- the job's for its whole life
+            sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+            sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+            _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+            os.chdir(workdir)
+            os.environ.clear()
+            os.environ.update(minimal_env(workdir))
+            _limit_child(limits, parent, limit_processes)
+            code = call()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:  # whatever the call let through: the job's stderr says what
+            with contextlib.suppress(BaseException):
+                sys.stderr.write(_traceback_text())
+        finally:
+            with contextlib.suppress(BaseException):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code & 0xFF if isinstance(code, int) else 1)
+    os.close(out_write)
+    os.close(err_write)
+    return _Forked(pid, open(out_read, "rb"), open(err_read, "rb"))
+
+
+def _descriptor_ceiling() -> int:
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return 1 << 20 if soft == resource.RLIM_INFINITY else soft
+
+
+def _traceback_text() -> str:
+    import traceback  # only a failing call pays for it
+
+    return traceback.format_exc()
+
+
 def processes(keep: Callable[[int, int, int], bool]) -> list[str]:
     """Each live process but this one that keep(pid, pgid, uid) accepts, as "PID (name)".
 
     Read from /proc, which in a container or a PID namespace shows only its own processes.
-    Zombies are dead already and are not listed.
+    Zombies are dead already and are not listed, nor is pid 1, the init of the container or
+    namespace, which no job can be.
     """
     found = []
     me = os.getpid()
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
+        if not entry.isdigit() or int(entry) in (me, 1):
             continue
         try:
             stat_line = Path("/proc", entry, "stat").read_bytes().decode(errors="replace")
@@ -276,7 +349,7 @@ def _kill_group(pgid: int) -> None:
 
 
 def _pump(
-    proc: subprocess.Popen[bytes],
+    proc: subprocess.Popen[bytes] | _Forked,
     limits: JobLimits,
     deadline: float,
     ended: Callable[[], None],
@@ -337,11 +410,18 @@ IPC_REMOVERS: dict[str, Callable[[int], int]] = {  # /proc/sysvipc/TABLE: remove
 
 
 def serve(
-    stdin: BinaryIO, stdout: BinaryIO, scratch: Sequence[str] = ("/work", "/dev/shm")
+    stdin: BinaryIO,
+    stdout: BinaryIO,
+    scratch: Sequence[str] = ("/work", "/dev/shm"),
+    *,
+    limit_processes: bool = False,
 ) -> None:
     """Run the jobs framed on stdin one by one, each in a fresh dir under scratch[0], until EOF.
 
-    In:  FRAME + JSON {argv, limits, collect, files: [[name, size], ...]}, then the files' bytes.
+    In:  FRAME + JSON {argv, limits, collect, files: [[name, size], ...], warm?}, then the
+         files' bytes. `warm` ({key, module, setup, args, files}) lets the job run as a call of
+         a trusted module's main(args) in a child forked from this server, which imports the
+         module once (see `_Preloaded`); argv is what runs where it cannot.
     Out: ACCEPTED once the job is read, then FRAME + JSON {outcome fields, stdout: size, stderr:
          size, files: [[name, size], ...]} and those bytes in that order; or FRAME + JSON
          {errno, error} if argv cannot start or its files cannot be written.
@@ -353,16 +433,19 @@ def serve(
     and I/O priority from outside, and every later job would inherit them; a lowered hard limit
     cannot even be raised back. So a job that changed any of them fails: the server exits
     instead of reporting, and the host starts a fresh server for the next job.
+    `limit_processes` sets RLIMIT_NPROC on each job, where no pids cgroup bounds them.
     """
     if os.getuid() == 0:  # its sweep, kill(-1), would reach every process of the machine
         raise SystemExit("the sandbox server runs only as the container's unprivileged job user")
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # the job (same uid) cannot open our /proc/PID/*
     _scrub(scratch)
-    while _serve_one(stdin, stdout, scratch):
+    while _serve_one(stdin, stdout, scratch, limit_processes):
         pass
 
 
-def _serve_one(stdin: BinaryIO, stdout: BinaryIO, scratch: Sequence[str]) -> bool:
+def _serve_one(
+    stdin: BinaryIO, stdout: BinaryIO, scratch: Sequence[str], limit_processes: bool
+) -> bool:
     """One job, start to report; False once the host has closed our stdin."""
     head = stdin.read(FRAME.size)
     if not head:
@@ -372,13 +455,24 @@ def _serve_one(stdin: BinaryIO, stdout: BinaryIO, scratch: Sequence[str]) -> boo
     stdout.write(ACCEPTED)
     stdout.flush()
     limits = SimpleNamespace(**spec["limits"])
-    workdir = Path(scratch[0], f"job-{os.urandom(6).hex()}")  # not tempfile: 3 ms of imports
+    call = _preloaded.call(spec.get("warm"), files, scratch, limits.timeout_s)
+    # A warm job runs where its module was imported, so that paths the module keeps (its
+    # __file__, its folder on sys.path) name the job's own copies of its files.
+    job = WARM_DIR if call is not None else f"job-{os.urandom(6).hex()}"  # not tempfile: 3 ms
+    workdir = Path(scratch[0], job)
     own = _own_settings()  # no process of this uid runs now: whatever differs later, the job did
     outcome: Outcome | OSError
     try:
         workdir.mkdir(mode=0o700)
         write_files(workdir, files)
-        outcome = supervise(spec["argv"], workdir, limits, limit_processes=False, sweep=UID_SWEEP)
+        outcome = supervise(
+            spec["argv"],
+            workdir,
+            limits,
+            limit_processes=limit_processes,
+            sweep=UID_SWEEP,
+            call=call,
+        )
     except OSError as exc:  # reported as ProcessSandbox raises it; the job may have run, though
         outcome = exc
     _insist_unchanged(own)  # now too: a server whose limits were cut may fail at what follows
@@ -391,6 +485,137 @@ def _serve_one(stdin: BinaryIO, stdout: BinaryIO, scratch: Sequence[str]) -> boo
     else:
         _send_report(stdout, outcome, collected, limits)
     return True
+
+
+class _Preloaded:
+    """The one trusted module this server keeps imported for warm jobs.
+
+    The module is imported, and its `warm(*setup)` called, in this process, in the warm dir
+    holding only the files the host names for it (never a candidate's), under a deadline,
+    with nothing it prints reaching the host's stream. Each warm job is then a child forked from
+    here that calls its `main(args)`: the imports are paid once per server, not per job.
+    An import that leaves a descriptor open is not used: each child would share that open
+    file (its offset, its contents) with the next one, so the jobs run their argv instead.
+    One import per server: a job naming another module, or one whose import raised, ran
+    out of time or was not used, runs its argv, which reports whatever goes wrong there as
+    the job's own failure.
+    """
+
+    def __init__(self) -> None:
+        self.tried = False
+        self.key: str | None = None  # of the module imported, once it is usable
+        self.main: Callable[[list[str]], int] | None = None
+
+    def call(
+        self,
+        warm: Mapping[str, Any] | None,
+        files: Mapping[str, bytes],
+        scratch: Sequence[str],
+        timeout_s: float,
+    ) -> Callable[[], int] | None:
+        """What a forked child runs for this job, or None to run its argv."""
+        if warm is None:
+            return None
+        key = str(warm["key"])
+        if not self.tried:
+            self.tried = True
+            self._import(key, warm, files, scratch, timeout_s)
+        if key != self.key or self.main is None:
+            return None
+        main, args = self.main, [str(arg) for arg in warm["args"]]
+        return lambda: main(args)
+
+    def _import(
+        self,
+        key: str,
+        warm: Mapping[str, Any],
+        files: Mapping[str, bytes],
+        scratch: Sequence[str],
+        timeout_s: float,
+    ) -> None:
+        workdir = Path(scratch[0], WARM_DIR)
+        before = _open_fds()
+        try:
+            workdir.mkdir(mode=0o700)
+            write_files(workdir, {name: files[name] for name in warm["files"]})
+            os.chdir(workdir)
+            with _alarm(timeout_s):
+                main = _import_module(workdir / checked_path(str(warm["module"])), warm["setup"])
+        except BaseException:  # SystemExit from its top level too: the cold run reports it
+            return
+        finally:
+            os.chdir("/")
+            _scrub(scratch)  # whatever the import started or wrote goes before any job runs
+        if _open_fds() - before:
+            return
+        self.key, self.main = key, main
+        gc.freeze()  # a child's collections then leave the import's objects, and pages, alone
+
+
+_preloaded = _Preloaded()
+WARM_DIR = "warm"  # a warm job's work dir under scratch[0]: where its module was imported
+
+
+def _import_module(path: Path, setup: Sequence[str]) -> Callable[[list[str]], int]:
+    """Import the module at `path` as a job's Python would see it (site-packages included,
+    no bytecode written) and call its warm(*setup); its main."""
+    import importlib.util  # only a server that warms pays for these
+    import site
+
+    sys.dont_write_bytecode = True
+    if sys.flags.no_site:  # this server started with -S; a job's `python3 -I` has site-packages
+        site.main()
+    spec = importlib.util.spec_from_file_location("__evolve_warm__", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import registers it: dataclasses look it up
+    spec.loader.exec_module(module)
+    module.warm(*setup)
+    return module.main
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float) -> Iterator[None]:
+    """Raise TimeoutError in this thread if the body runs past `seconds`."""
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"past {seconds:g}s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _open_fds() -> set[int]:
+    """This process's open descriptors (less the one that listed them)."""
+    listed = [int(name) for name in os.listdir("/proc/self/fd")]
+    open_now = set()
+    for fd in listed:
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        open_now.add(fd)
+    return open_now
+
+
+def _protocol_streams() -> tuple[BinaryIO, BinaryIO]:
+    """The host's stdin and stdout, moved off descriptors 0 and 1, which get /dev/null: what
+    an imported module or a thread it started prints can never reach the framed protocol."""
+    stdin = os.fdopen(os.dup(0), "rb")
+    stdout = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    sys.stdin = open(os.devnull)  # noqa: SIM115 -- for this process's whole life
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+    return stdin, stdout
 
 
 def _send_report(
@@ -418,9 +643,22 @@ def _send_report(
 
 def _scrub(scratch: Sequence[str]) -> None:
     _kill_all_of_this_uid()
+    mounts = _mount_points()
     for root in scratch:
-        _empty(Path(root))
+        _empty(Path(root), mounts)
     _remove_ipc()
+
+
+def _mount_points() -> frozenset[str]:
+    """Where this process's mount namespace has something mounted (octal escapes undone)."""
+    points = set()
+    with open("/proc/self/mountinfo", "rb") as table:
+        for line in table:
+            fields = line.split(b" ")
+            if len(fields) > 4:
+                raw = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), fields[4])
+                points.add(os.fsdecode(raw))
+    return frozenset(points)
 
 
 def _kill_all_of_this_uid() -> None:
@@ -446,10 +684,12 @@ def _kill_all_of_this_uid() -> None:
 
 def _any_signallable_alive() -> bool:
     """Whether any process but us that this uid may signal still runs: kill(pid, 0) asks just
-    what kill(-1) reached. A zombie counts while a thread of it still runs."""
+    what kill(-1) reached, less pid 1, which kill(-1) never reaches (in the process backend's
+    namespace, its init runs as the job's uid). A zombie counts while a thread of it still
+    runs."""
     me = os.getpid()
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
+        if not entry.isdigit() or int(entry) in (me, 1):
             continue
         try:
             os.kill(int(entry), 0)
@@ -535,14 +775,23 @@ def _insist_unchanged(own: dict[str, object]) -> None:
         )
 
 
-def _empty(root: Path) -> None:
-    """Remove everything under root that this uid owns, first unlocking dirs a job chmod-ed."""
+def _empty(root: Path, mounts: frozenset[str] = frozenset()) -> None:
+    """Remove everything under root that this uid owns, first unlocking dirs a job chmod-ed.
+    Mount points under root, and the dirs on the way to them, stay, emptied of the rest: the
+    process backend binds host folders (its work root, a task's Python environment) inside
+    the namespace's /tmp, and no job can mount."""
     mine = os.getuid()
     if root.stat().st_uid == mine:
         root.chmod(0o700)
     for entry in root.iterdir():
         status = entry.lstat()
         if status.st_uid != mine:  # another uid's, in a shared dir like /dev/shm
+            continue
+        where = os.fspath(entry)
+        if where in mounts:
+            continue
+        if stat.S_ISDIR(status.st_mode) and any(m.startswith(where + "/") for m in mounts):
+            _empty(entry, mounts)
             continue
         if not stat.S_ISDIR(status.st_mode):
             entry.unlink()
@@ -573,5 +822,6 @@ def _write_frame(out: BinaryIO, message: object) -> None:
     out.flush()
 
 
-if __name__ == "__main__":
-    serve(sys.stdin.buffer, sys.stdout.buffer)
+if __name__ == "__main__":  # as `python3 -I -S -c SOURCE [OPTIONS]`, OPTIONS serve's, as JSON
+    options = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    serve(*_protocol_streams(), **options)

@@ -252,6 +252,18 @@ def test_task_files_go_in_and_the_seed_reaches_the_run_as_1(
     assert (result.metrics["lines"], result.metrics["seed"]) == (3.0, 1234.0)
 
 
+def test_a_binary_task_file_goes_in_as_its_bytes(tmp_path: Path, sandbox: Sandbox) -> None:
+    picture = bytes(range(256)) * 4  # no text encoding reads this
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "image.bin").write_bytes(picture)
+    evaluator = make(tmp_path, {"run": 'echo "{\\"bytes\\": $(wc -c < data/image.bin)}"',
+                                "files": ["data/*.bin"]})  # fmt: skip
+    assert evaluator.files == {"data/image.bin": picture}
+    result = evaluate(evaluator, sandbox, script("true"))
+    assert result.ok, result.feedback
+    assert result.metrics["bytes"] == len(picture)
+
+
 def test_a_metrics_json_left_by_the_build_is_not_the_runs(tmp_path: Path, sandbox: Sandbox) -> None:
     params = {"build": "echo '{\"score\": 5}' > metrics.json", "run": "true"}
     result = evaluate(make(tmp_path, params), sandbox, script("true"))

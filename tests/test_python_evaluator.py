@@ -314,15 +314,13 @@ def test_an_evaluator_that_ends_its_own_process_fails_saying_how(
 
 
 @pytest.mark.parametrize(
-    ("written", "said"),
-    [
-        ("not json", "is not JSON"),
-        ('{"metrics": {"combined_score": "1"}, "artifacts": {}}', "malformed entries"),
-    ],
+    "written", ["not json", '{"metrics": {"combined_score": 1.0}, "artifacts": {}}']
 )
-def test_a_result_file_the_candidate_overwrites_badly_fails(
-    tmp_path: Path, sandbox: Sandbox, written: str, said: str
+def test_a_result_file_the_candidate_would_overwrite_at_exit_keeps_the_evaluators_result(
+    tmp_path: Path, sandbox: Sandbox, written: str
 ) -> None:
+    """A warm stage ends with os._exit as soon as the runner has written its result: exit
+    handlers the candidate registered never run."""
     folder = task(tmp_path, "def evaluate(program_path):\n    return load(program_path).run()\n")
     candidate = program(f"""
         import atexit
@@ -333,6 +331,34 @@ def test_a_result_file_the_candidate_overwrites_badly_fails(
 
         def run():
             atexit.register(forge)
+            return {{"combined_score": 0.1}}
+    """)
+    result = evaluate(folder, sandbox, candidate)
+    assert result.status == "ok", result.feedback
+    assert result.metrics["combined_score"] == 0.1
+
+
+@pytest.mark.parametrize(
+    ("written", "said"),
+    [
+        ("not json", "is not JSON"),
+        ('{"metrics": {"combined_score": "1"}, "artifacts": {}}', "malformed entries"),
+    ],
+)
+def test_a_result_the_candidate_makes_the_runner_write_badly_fails(
+    tmp_path: Path, sandbox: Sandbox, written: str, said: str
+) -> None:
+    folder = task(tmp_path, "def evaluate(program_path):\n    return load(program_path).run()\n")
+    candidate = program(f"""
+        import sys
+
+        def forge(result, outcome):
+            with open(result, "w") as stream:
+                stream.write({written!r})
+            return 0
+
+        def run():
+            sys.modules["__evolve_warm__"].write = forge
             return {{"combined_score": 0.1}}
     """)
     result = evaluate(folder, sandbox, candidate)

@@ -3,9 +3,11 @@ base with apt-get, once per recipe, and used by the run; the process sandbox war
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
 import sys
+import tarfile
 import textwrap
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from evolve.task import SandboxSpec
 from evolve.taskfile import TaskFileError, load_task
 from sandboxes import DockerSandbox, docker_available
 from sandboxes.images.build import image_tag
-from sandboxes.images.derived import build_derived, derived_tag
+from sandboxes.images.derived import SETTINGS, build_derived, derived_tag, host_settings
 
 EVOLVE = [sys.executable, "-m", "evolve"]
 AVAILABLE, WHY = docker_available()
@@ -92,9 +94,28 @@ def test_the_tag_is_the_recipe_in_any_order() -> None:
     assert derived_tag("evolve-sandbox:abc", ["jq"]) != tag
 
 
+def test_the_build_takes_the_hosts_pip_settings_and_ca_and_no_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundle = tmp_path / "ca.pem"
+    bundle.write_bytes(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    monkeypatch.setenv("PIP_CERT", str(bundle))
+    monkeypatch.setenv("PIP_INDEX_URL", "https://mirror.example.org/simple")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example.org:3128")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-evolve-canary")
+    with tarfile.open(fileobj=io.BytesIO(host_settings())) as tar:
+        held = {member.name: tar.extractfile(member).read() for member in tar.getmembers()}
+    assert held["evolve-build/ca.pem"] == bundle.read_bytes()
+    env = held["evolve-build/env"].decode()
+    assert "export PIP_INDEX_URL=https://mirror.example.org/simple\n" in env
+    assert "export HTTPS_PROXY=http://proxy.example.org:3128\n" in env
+    assert f"export PIP_CERT={SETTINGS}/ca.pem\n" in env
+    assert "sk-evolve-canary" not in env and "OPENAI" not in env
+
+
 def test_a_docker_sandbox_with_packages_opens_only_once_they_are_built() -> None:
     spec = SandboxSpec(packages=["jq"])
-    with pytest.raises(RuntimeError, match="not built into an image yet"):
+    with pytest.raises(RuntimeError, match="are not installed yet"):
         spec.open()
     built = spec.built("evolve-sandbox-packages:0123456789ab")
     assert (built.image, built.packages) == ("evolve-sandbox-packages:0123456789ab", [])
@@ -171,13 +192,50 @@ def test_a_failed_build_stops_the_run_naming_the_command(tmp_path: Path) -> None
     assert not (tmp_path / "results" / "evolve.db").exists()
 
 
-def test_the_process_sandbox_warns_that_it_installs_nothing(tmp_path: Path) -> None:
+def test_the_process_sandbox_warns_that_it_installs_no_debian_package(tmp_path: Path) -> None:
     sandbox = "backend: process\npackages: [python3, no-such-pkg]\n"
     task = write_task(tmp_path / "task", sandbox, BY_PRINTF)
     done = evolve("run", task, "--plain", "--workers", "1", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "sandbox.packages: the process sandbox installs nothing" in done.stderr
+    assert "sandbox.packages: the process sandbox installs no Debian package" in done.stderr
     if shutil.which("dpkg-query"):
         assert "dpkg finds these missing: no-such-pkg" in done.stderr
     else:
         assert "no dpkg here to check them" in done.stderr
+
+
+# A tiny pure-Python package from PyPI, pinned, that neither the image nor Debian's archive
+# holds: importing it in a job proves pip put it where the image's `python3 -I` looks.
+TINY = "tomli-w==1.0.0"
+
+
+@pytest.mark.docker
+@needs_docker
+def test_pip_requirements_are_built_into_the_image_beside_debian_packages() -> None:
+    said: list[str] = []
+    tag = build_derived(None, ["jq"], pip=[TINY], force=True, progress=said.append)
+    assert tag == derived_tag(image_tag(), ["jq"], [TINY]) != derived_tag(image_tag(), ["jq"])
+    assert said[0].startswith(f"building {tag}: {image_tag()} + jq + pip: {TINY}, with apt-get")
+    assert f"  pip: collecting {TINY}" in said and "  pip: installing tomli-w" in said
+    probe = ["sh", "-c", "jq -n 1+1 && python3 -I -c 'import tomli_w; print(tomli_w.__file__)'"]
+    box = DockerSandbox(tag)
+    try:
+        result = box.run(probe, files={}, limits=Limits(timeout_s=20))
+    finally:
+        box.close()
+    assert result.ok, result.stderr
+    assert result.stdout == b"2\n/usr/local/lib/python3.11/dist-packages/tomli_w/__init__.py\n"
+    labels = docker.from_env().images.get(tag).labels
+    assert labels["evolve.pip"] == f'["{TINY}"]' and labels["evolve.packages"] == "jq"
+
+
+@pytest.mark.docker
+@needs_docker
+def test_a_requirement_pip_cannot_install_fails_the_build_naming_it() -> None:
+    wanted = [TINY, "evolve-no-such-package==0.1"]
+    with pytest.raises(RuntimeError) as caught:
+        build_derived(None, [], pip=wanted, progress=lambda line: None)
+    first = str(caught.value).splitlines()[0]
+    assert first.startswith("pip could not install evolve-no-such-package==0.1 (exit 1): ERROR:")
+    assert "satisfies the requirement evolve-no-such-package==0.1" in first
+    assert not docker.from_env().images.list(name=derived_tag(image_tag(), [], wanted))

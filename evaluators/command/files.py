@@ -1,8 +1,9 @@
 """The task's files that go into the work dir beside the candidate's, read once at load.
 
 Only what `files` names goes: unlike an OpenEvolve folder, a command task has no
-convention that says which files its commands need. Each file is read through
-read_task_file, so it stays inside the task folder, is text, and is fingerprinted for
+convention that says which files its commands need. Each file is read as bytes (data,
+pictures, prebuilt helpers as well as sources) within the shipping caps of
+evaluators/shipped_files.py, stays inside the task folder, and is fingerprinted for
 `--resume`; the bytes travel inside the pickled evaluator. The check file never goes,
 whatever `files` says: a candidate that could read it would know what it checks.
 """
@@ -12,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from evaluators.command.params import RESERVED
-from evaluators.shipped_files import check_cap, matching
-from evolve.taskpaths import TaskPathError, confine, read_task_file
+from evaluators.shipped_files import matching, read_shipped
+from evolve.taskpaths import TaskPathError, confine
 
 
 def gather(task_dir: Path, patterns: list[str], check: str | None) -> dict[str, bytes]:
@@ -22,10 +23,10 @@ def gather(task_dir: Path, patterns: list[str], check: str | None) -> dict[str, 
     root = task_dir.resolve()
     secret = confine(task_dir, check, "check") if check else None
     secret_is = "the check file, which never enters the sandbox"
-    files: dict[str, bytes] = {}
-    for name in matching(root, patterns, secret, secret_is):
+    names = matching(root, patterns, secret, secret_is)
+    for name in names:
         if name in RESERVED:
             raise TaskPathError("files", f"{name!r} is a name the evaluator uses in the job")
-        files.setdefault(name, read_task_file(task_dir, name, "files").encode())
-    check_cap(files)
+    files: dict[str, bytes] = {}
+    read_shipped(task_dir, names, files, ": name fewer with `files: [...]`")
     return files

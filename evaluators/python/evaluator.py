@@ -4,9 +4,11 @@ A task's evaluator.py scores a candidate through `evaluate(program_path)`, or a 
 `evaluate_stage1..3`. Each stage is one sandbox run in which the trusted runner
 (runner.py) imports evaluator.py, calls the stage's function on the candidate's main file
 and writes what it returned to a file collected here; the sandbox's timeout bounds it and
-really kills. The candidate shares that process with the evaluator, so it can change what
-the evaluator reports: that is the trust model, and verify.py, run here outside the
-sandbox on what the evaluator returned, is the only defence against it.
+really kills. A warm sandbox imports the runner and evaluator.py once and forks each stage
+from there (Sandbox.run_python), so a stage costs the evaluator's own time. The candidate
+shares the stage's process with the evaluator, so it can change what the evaluator
+reports: that is the trust model, and verify.py, run here outside the sandbox on what the
+evaluator returned, is the only defence against it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from evaluators.python.shipping import RESERVED, RESULT, RUNNER, gather
 from evaluators.python.verifier import Verifier
 from evolve.program import Program
 from evolve.results import EvalResult, StageResult
-from evolve.sandbox import Limits, Sandbox
+from evolve.sandbox import Limits, Sandbox, WarmPython
 from evolve.stages import Runner, StageFailed, stage
 from evolve.watchdog import sandbox_time
 
@@ -51,7 +53,10 @@ class PythonEvaluator:
         self.params = PythonParams.model_validate(dict(params))
         shipment = gather(task_dir, self.params)
         self.evaluator_file = shipment.evaluator
-        self.files = {**shipment.files, RUNNER: RUNNER_SOURCE}
+        # The runner and the task's files: what a warm sandbox imports once (runner.py).
+        self.warm = WarmPython(
+            RUNNER, (self.evaluator_file,), {**shipment.files, RUNNER: RUNNER_SOURCE}
+        )
         self.functions = cascade.functions(
             shipment.evaluator_text, self.params.evaluator, cascade=self.params.cascade
         )
@@ -106,7 +111,7 @@ class PythonEvaluator:
         reached = Returned()  # the stages' metrics and artifacts merged, later ones winning
         logs: dict[str, str] = {}  # the jobs' stderr and tracebacks, by stage
         shown = Shown()
-        files = {**self.files, **program.as_bytes()}
+        files = program.as_bytes()
         with suppress(StageFailed):
             for index, function in enumerate(functions):
                 name = cascade.stage_name(function)
@@ -143,8 +148,7 @@ class PythonEvaluator:
         name: str,
         logs: dict[str, str],
     ) -> Returned:
-        argv = [run.sandbox.python, "-I", "-B", RUNNER, self.evaluator_file, function]
-        result = run([*argv, program.main_file, RESULT], files, collect=[RESULT])
+        result = run.python(self.warm, [function, program.main_file, RESULT], files, [RESULT])
         if tail := stderr_tail(result):
             logs[f"{name}.stderr"] = tail
         try:

@@ -26,7 +26,7 @@ class PythonParams(BaseModel):
     files: list[str] | None = Field(
         None,
         description="globs, relative to the task folder, of the files the evaluator needs in "
-        "the sandbox; default: every other file directly in the folder",
+        "the sandbox; default: every other file under the folder, subfolders included",
     )
     cascade: bool = Field(
         True, description="run evaluate_stage1..3 when evaluator.py defines them; else evaluate"

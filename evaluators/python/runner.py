@@ -10,6 +10,14 @@ turns what comes back into plain numbers and strings, and writes them as JSON to
 {"metrics": {...}, "artifacts": {...}}, or {"error": traceback} when the call raised. It
 exits 0 whenever it wrote RESULT; how the job ended otherwise is the sandbox's to report.
 
+A warm sandbox (see sandboxes/supervise.py) imports this file once and calls `warm(EVALUATOR)`
+there, so that the evaluator and whatever it imports load once per sandbox server; each stage
+is then `main([FUNCTION, PROGRAM, RESULT])` in a child forked from it. The command line above
+does the same two steps in one process. A warm import sees the task's files but not the
+candidate's: one that fails (an evaluator that imports the program at its top, say) leaves
+the sandbox to run the command line instead. `asyncio` is imported only for an evaluator whose
+function returns a coroutine.
+
 This file is trusted, but it shares its process with the candidate, which can change
 anything in it; the evaluator outside the sandbox checks what it wrote (evaluators/python/
 outcome.py), and only a task's verify.py can make the numbers trustworthy.
@@ -17,10 +25,8 @@ outcome.py), and only a task's verify.py can make the numbers trustworthy.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import importlib.util
-import inspect
 import json
 import math
 import numbers
@@ -129,23 +135,52 @@ def call(module: types.ModuleType, function: str, program: str) -> Any:
     if not callable(target):
         raise AttributeError(f"{module.__name__} has no function {function}")
     returned = target(program)
-    if inspect.isawaitable(returned):
+    if hasattr(returned, "__await__"):  # a coroutine evaluator (`inspect` costs an import)
+        import asyncio
+
         returned = asyncio.run(returned)
     return returned
 
 
-def main(argv: list[str]) -> int:
-    evaluator, function, program, result = argv
+loaded: types.ModuleType | None = None  # the evaluator, once warm() has imported it
+
+
+def warm(evaluator: str) -> None:
+    """Import the evaluator, once per process; whatever its import raises propagates."""
+    global loaded
     install_evaluation_result()
+    loaded = load(evaluator)
+
+
+def main(argv: list[str]) -> int:
+    """FUNCTION of the imported evaluator on PROGRAM, its outcome written to RESULT."""
+    function, program, result = argv
     try:
-        returned = call(load(evaluator), function, os.path.abspath(program))
+        if loaded is None:
+            raise RuntimeError("the evaluator was not imported: warm() must come first")
+        returned = call(loaded, function, os.path.abspath(program))
         outcome: dict[str, Any] = normalise(returned)
     except BaseException:  # SystemExit and KeyboardInterrupt from the evaluator too
         outcome = {"error": traceback.format_exc()}
+    return write(result, outcome)
+
+
+def cold(argv: list[str]) -> int:
+    """EVALUATOR FUNCTION PROGRAM RESULT: the import and the call in one process, an import
+    that raises reported as the call's error."""
+    evaluator, *rest = argv
+    try:
+        warm(evaluator)
+    except BaseException:
+        return write(rest[-1], {"error": traceback.format_exc()})
+    return main(rest)
+
+
+def write(result: str, outcome: dict[str, Any]) -> int:
     with open(result, "w", encoding="utf-8") as stream:
         json.dump(outcome, stream)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(cold(sys.argv[1:]))

@@ -1,11 +1,14 @@
 """Which of the task's files go into the sandbox beside the candidate, read once at load.
 
-The in-sandbox evaluator may need data files or helper modules, and an OpenEvolve folder
-does not say which, so by default every file directly in the task folder goes, except the
-task's and OpenEvolve's configs, hidden files and the verify file. The verify file never
-goes, whatever `files` says: it is what a candidate must not be able to read or change.
-Files are read through read_task_file, so each stays inside the task folder, is text, and
-is fingerprinted for `--resume`; the text travels inside the pickled evaluator.
+The in-sandbox evaluator may need data files, pictures, helper modules or compiled helpers,
+and an OpenEvolve folder does not say which, so by default every file under the task folder
+goes, subfolders included, except the task's and OpenEvolve's configs, hidden files and
+folders, bytecode caches, output folders (evaluators/shipped_files.py) and the verify file.
+The verify file never goes, whatever `files` says: it is what a candidate must not be able
+to read or change. Only the evaluator file is read as text (its stage functions are found in
+it); the others go as bytes. Every file is read through evolve/taskpaths.py, so it stays
+inside the task folder and is fingerprinted for `--resume`; the bytes travel inside the
+pickled evaluator.
 """
 
 from __future__ import annotations
@@ -14,13 +17,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluators.python.params import PythonParams
-from evaluators.shipped_files import check_cap, matching
+from evaluators.shipped_files import matching, read_shipped, walk
 from evolve.taskpaths import TaskPathError, confine, read_task_file
 
 RUNNER = "__evolve_runner__.py"  # evaluators/python/runner.py, in the work dir
 RESULT = "__evolve_result__.json"  # what the runner writes and the evaluator collects
 RESERVED = frozenset({RUNNER, RESULT})
 CONFIG_NAMES = frozenset({"task.yaml", "task.yml", "config.yaml", "config.yml"})
+HINT = (
+    ": name the files the evaluator needs with `files: [...]` under evaluator.params (for "
+    "an OpenEvolve folder, in a task.yaml beside config.yaml that holds `openevolve: "
+    "config.yaml` and `evaluator: {params: {files: [...]}}`)"
+)
 
 
 @dataclass(frozen=True)
@@ -49,22 +57,18 @@ def gather(task_dir: Path, params: PythonParams) -> Shipment:
         )
         names = matching(root, params.files, secret, secret_is)
     files = {evaluator: text.encode()}
-    for name in names:
-        files.setdefault(name, read_task_file(task_dir, name, "files").encode())
-    clash = sorted(RESERVED.intersection(files))
+    clash = sorted(RESERVED.intersection(names))
     if clash:
         raise TaskPathError("files", f"{', '.join(clash)}: the evaluator's own names in the job")
-    check_cap(files, ": name the ones the evaluator needs with `files: [...]`")
+    read_shipped(task_dir, names, files, HINT)
     return Shipment(evaluator, text, files)
 
 
 def _default(root: Path, secret: Path | None) -> list[str]:
-    """Regular files directly in the folder, less configs, hidden files and the verify file."""
-    return sorted(
-        path.name
-        for path in root.iterdir()
-        if path.is_file()
-        and not path.name.startswith(".")
-        and path.name not in CONFIG_NAMES
-        and path.resolve() != secret
-    )
+    """Every file under the folder (evaluators/shipped_files.py says which are passed over),
+    less the configs beside the task and the verify file."""
+    return [
+        name
+        for name in walk(root, HINT)
+        if name not in CONFIG_NAMES and (root / name).resolve() != secret
+    ]
