@@ -78,8 +78,11 @@ def reap_stale(client: docker.DockerClient) -> int:
     """Remove sandbox containers on this host whose owning process is gone; how many."""
     host = socket.gethostname()
     reaped = 0
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
-        labels = container.labels
+    # Sparse: the listing's own labels, with no inspection of each container, which another
+    # host process may remove between the listing and the inspection.
+    listed = client.containers.list(all=True, sparse=True, filters={"label": f"{LABEL}=1"})
+    for container in listed:
+        labels = container.attrs.get("Labels") or {}
         if labels.get(OWNER_HOST) == host and not _alive(int(labels.get(OWNER_PID, "0"))):
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)

@@ -4,8 +4,8 @@ Each job gets its own PID, mount, IPC, UTS, network and user namespaces, may not
 further user namespaces, and holds no capability. It sees only the host folders a program
 needs to run (/usr and its links, /etc, /opt) and the Python it is given, all read-only:
 no /run or /var, so no Docker or D-Bus socket, and no home folder. /tmp and /dev/shm are
-private, empty and size-capped, /proc shows only the job's own processes, and the only
-writable host path is the job's work dir. The namespace's init is
+private, empty and size-capped, /proc shows only the job's own processes, the root and /dev
+are read-only, and the only writable host path is the job's work dir. The namespace's init is
 sandboxes/namespace_init.py, so nothing the job starts outlives it, and bwrap dies with the
 supervisor (--die-with-parent), so nothing outlives a killed worker either.
 
@@ -77,11 +77,20 @@ class Isolation:
             scratch,
             "--tmpfs",
             "/dev/shm",
+            "--mqueue",  # the namespace's own POSIX message queues, which a server empties
+            "/dev/mqueue",
             # after the tmpfs mounts, which would hide a venv under /tmp
             *[arg for path in self.shown for arg in ("--ro-bind", path, path)],
             "--bind",
             work,
             work,
+            # The root and /dev are bubblewrap's own tmpfs: read-only once every mount point
+            # is made, so a job writes only its work dir, /tmp, /dev/shm and its queues, and
+            # a server kept between jobs leaves nothing writable that it does not empty.
+            "--remount-ro",
+            "/",
+            "--remount-ro",
+            "/dev",
             "--chdir",
             work,
             "--as-pid-1",

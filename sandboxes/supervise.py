@@ -42,6 +42,45 @@ ACCEPTED = b"\x06"  # the server has read the whole job: a death after it is the
 
 _libc = ctypes.CDLL(None, use_errno=True)  # loaded here: the forked child must not load libraries
 
+# A seccomp filter on every job: the kernel's keyrings (add_key, request_key, keyctl) answer
+# EPERM. A keyring of the uid outlives the job and is shared with the next one (and, with no
+# namespace around the job, is its user's own); no job needs one. Other ABIs of the machine
+# (i386 through int 0x80, x32) answer EPERM to everything, so the numbers cannot be dodged.
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+SECCOMP_ALLOW, SECCOMP_EPERM = 0x7FFF0000, 0x00050000 | 1
+BPF_LD_ABS, BPF_JEQ, BPF_JGE, BPF_RET = 0x20, 0x15, 0x35, 0x06
+NATIVE_ABI = {  # audit arch, x32's flag (None: no such ABI), add_key, request_key, keyctl
+    "x86_64": (0xC000003E, 0x40000000, (248, 249, 250)),
+    "aarch64": (0xC00000B7, None, (217, 218, 219)),
+}.get(os.uname().machine)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
+def _keyring_filter() -> tuple[_SockFprog, ctypes.Array[ctypes.c_char]] | None:
+    """The filter, built once, with the buffer that must stay alive as long as it."""
+    if NATIVE_ABI is None:
+        return None
+    audit, x32, numbers = NATIVE_ABI
+
+    def op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+        return struct.pack("HBBI", code, jt, jf, k)
+
+    ops = [op(BPF_LD_ABS, 4), op(BPF_JEQ, audit, 1, 0), op(BPF_RET, SECCOMP_EPERM)]
+    ops.append(op(BPF_LD_ABS, 0))
+    if x32 is not None:
+        ops += [op(BPF_JGE, x32, 0, 1), op(BPF_RET, SECCOMP_EPERM)]
+    for number in numbers:
+        ops += [op(BPF_JEQ, number, 0, 1), op(BPF_RET, SECCOMP_EPERM)]
+    ops.append(op(BPF_RET, SECCOMP_ALLOW))
+    code = ctypes.create_string_buffer(b"".join(ops))
+    return _SockFprog(len(ops), ctypes.addressof(code)), code
+
+
+_KEYRINGS_DENIED = _keyring_filter()
+
 
 class JobLimits(Protocol):
     """What the supervisor needs of evolve.sandbox.Limits, which a container cannot import."""
@@ -338,6 +377,9 @@ def _limit_child(limits: JobLimits, parent: int, limit_processes: bool) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if KEYCTL is not None:  # a fresh session keyring: the caller's may hold its user's keys
         _libc.syscall(KEYCTL, KEYCTL_JOIN_SESSION_KEYRING, None)
+    if _KEYRINGS_DENIED is not None:  # then no keyring at all (a kernel without seccomp: as is)
+        _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(_KEYRINGS_DENIED[0]), 0, 0)
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # the supervisor died before prctl took effect
         os._exit(1)
@@ -494,8 +536,11 @@ class _Preloaded:
     holding only the files the host names for it (never a candidate's), under a deadline,
     with nothing it prints reaching the host's stream. Each warm job is then a child forked from
     here that calls its `main(args)`: the imports are paid once per server, not per job.
-    An import that leaves a descriptor open is not used: each child would share that open
-    file (its offset, its contents) with the next one, so the jobs run their argv instead.
+    An import that leaves a descriptor open or a shared mapping is not used: each child
+    would share that file or memory with the next one, so the jobs run their argv instead.
+    The folders the import put on sys.path (the warm dir, which each job fills anew) are
+    taken off it here and put back in each child, so that nothing this process imports
+    later (a thread the import started, say) can come from a job's files.
     One import per server: a job naming another module, or one whose import raised, ran
     out of time or was not used, runs its argv, which reports whatever goes wrong there as
     the job's own failure.
@@ -505,6 +550,7 @@ class _Preloaded:
         self.tried = False
         self.key: str | None = None  # of the module imported, once it is usable
         self.main: Callable[[list[str]], int] | None = None
+        self.paths: list[str] = []  # what the import added to sys.path, for each child
 
     def call(
         self,
@@ -522,8 +568,13 @@ class _Preloaded:
             self._import(key, warm, files, scratch, timeout_s)
         if key != self.key or self.main is None:
             return None
-        main, args = self.main, [str(arg) for arg in warm["args"]]
-        return lambda: main(args)
+        main, paths, args = self.main, self.paths, [str(arg) for arg in warm["args"]]
+
+        def job() -> int:
+            sys.path[:0] = paths
+            return main(args)
+
+        return job
 
     def _import(
         self,
@@ -534,7 +585,7 @@ class _Preloaded:
         timeout_s: float,
     ) -> None:
         workdir = Path(scratch[0], WARM_DIR)
-        before = _open_fds()
+        before, mapped, searched = _open_fds(), _shared_mappings(), list(sys.path)
         try:
             workdir.mkdir(mode=0o700)
             write_files(workdir, {name: files[name] for name in warm["files"]})
@@ -546,8 +597,12 @@ class _Preloaded:
         finally:
             os.chdir("/")
             _scrub(scratch)  # whatever the import started or wrote goes before any job runs
-        if _open_fds() - before:
+        if _open_fds() - before or _shared_mappings() - mapped:
             return
+        self.paths = [path for path in sys.path if path not in searched]
+        sys.path[:] = searched
+        for path in [p for p in sys.path_importer_cache if p.startswith(scratch[0])]:
+            del sys.path_importer_cache[path]
         self.key, self.main = key, main
         gc.freeze()  # a child's collections then leave the import's objects, and pages, alone
 
@@ -602,6 +657,12 @@ def _open_fds() -> set[int]:
             continue
         open_now.add(fd)
     return open_now
+
+
+def _shared_mappings() -> set[str]:
+    """This process's shared memory mappings, as /proc/self/maps lists them."""
+    with open("/proc/self/maps") as maps:
+        return {line.strip() for line in maps if line.split(maxsplit=2)[1][3:4] == "s"}
 
 
 def _protocol_streams() -> tuple[BinaryIO, BinaryIO]:

@@ -282,3 +282,88 @@ def test_a_read_only_folder_bound_under_tmp_survives_the_warm_servers_scrubs(
     finally:
         box.close()
         shutil.rmtree(outside)
+
+
+def test_a_candidate_can_write_no_shared_place_the_next_one_would_find(
+    evaluator: PythonEvaluator, sandbox: Sandbox
+) -> None:
+    """The namespace's root and /dev are read-only, its message queues and /tmp are emptied,
+    and no job may use the kernel's keyrings (which outlive it)."""
+    plant = """
+    import ctypes, os
+    for path in ("/planted.txt", "/dev/planted.txt", "/dev/mqueue/planted", "/tmp/planted"):
+        try:
+            open(path, "w").close()
+        except OSError:
+            pass
+    libc = ctypes.CDLL(None, use_errno=True)
+    added = libc.syscall({"x86_64": 248, "aarch64": 217}[os.uname().machine],
+                         b"user", b"planted", b"data", 4, -4)  # add_key to the user keyring
+    SAID = "keyring" if added >= 0 else ""
+    SCORE = 0.5
+    """
+    planted = run(evaluator, sandbox, plant)
+    assert planted.status == "ok", planted.feedback
+    assert planted.artifacts["said"] == ""
+    look = """
+    import os
+    SAID = ",".join(p for p in ("/planted.txt", "/dev/planted.txt", "/dev/mqueue/planted",
+                                "/tmp/planted") if os.path.exists(p))
+    SCORE = 0.5
+    """
+    assert run(evaluator, sandbox, look).artifacts["said"] == ""
+
+
+def test_an_evaluator_that_maps_shared_memory_at_import_runs_cold(
+    tmp_path: Path, sandbox: Sandbox
+) -> None:
+    shared = "\nimport mmap\nSHARED = mmap.mmap(-1, 4096)\n"
+    (tmp_path / "evaluator.py").write_text(EVALUATOR + shared)
+    sharing = PythonEvaluator({}, tmp_path)
+    sharing.limits = Limits(timeout_s=20)
+    result = run(sharing, sandbox, "SCORE = 0.5")
+    assert result.status == "ok", result.feedback
+    assert result.metrics["runs_in"] == result.metrics["imported_by"]
+
+
+def test_the_warm_parent_never_imports_from_a_jobs_files(tmp_path: Path, sandbox: Sandbox) -> None:
+    """A thread the evaluator started at import imports a module later, in the parent: a
+    candidate's file of that name in the work dir must not be what it finds."""
+    (tmp_path / "evaluator.py").write_text(
+        EVALUATOR
+        + "\nimport threading, time\n"
+        "def later():\n"
+        "    time.sleep(1)\n"
+        "    try:\n"
+        "        import planted_module\n"
+        "    except ImportError:\n"
+        "        pass\n"
+        "threading.Thread(target=later, daemon=True).start()\n"
+    )
+    threaded = PythonEvaluator({}, tmp_path)
+    threaded.limits = Limits(timeout_s=20)
+    run(threaded, sandbox, "SCORE = 0.5")  # the server imports the evaluator: the thread starts
+    plant = """
+    import time
+    with open("planted_module.py", "w") as module:
+        module.write("import sys\\n"
+                     "sys.modules['evaluator'].evaluate = lambda p: {'combined_score': 99.0}\\n")
+    time.sleep(2)
+    SCORE = 0.25
+    """
+    assert run(threaded, sandbox, plant).metrics["combined_score"] == 0.25
+    after = run(threaded, sandbox, "SCORE = 0.75")
+    assert after.status == "ok", after.feedback
+    assert after.metrics["combined_score"] == 0.75
+
+
+def test_a_task_with_a_verify_file_runs_each_stage_cold(tmp_path: Path, sandbox: Sandbox) -> None:
+    """A warm server's freed memory may hold earlier candidates' outputs, which a verified
+    task must keep out of a candidate's reach."""
+    (tmp_path / "evaluator.py").write_text(EVALUATOR)
+    (tmp_path / "verify.py").write_text("def verify(metrics, artifacts):\n    return metrics\n")
+    verified = PythonEvaluator({"verify": "verify.py"}, tmp_path)
+    verified.limits = Limits(timeout_s=20)
+    result = run(verified, sandbox, "SCORE = 0.5")
+    assert result.status == "ok", result.feedback
+    assert result.metrics["runs_in"] == result.metrics["imported_by"]

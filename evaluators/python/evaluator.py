@@ -5,7 +5,10 @@ A task's evaluator.py scores a candidate through `evaluate(program_path)`, or a 
 (runner.py) imports evaluator.py, calls the stage's function on the candidate's main file
 and writes what it returned to a file collected here; the sandbox's timeout bounds it and
 really kills. A warm sandbox imports the runner and evaluator.py once and forks each stage
-from there (Sandbox.run_python), so a stage costs the evaluator's own time. The candidate
+from there (Sandbox.run_python), so a stage costs the evaluator's own time. A task with a
+verify.py runs each stage cold instead: the warm server's memory keeps what earlier stages
+sent and printed (freed, not cleared), which a candidate could read and hand to verify.py
+as its own. The candidate
 shares the stage's process with the evaluator, so it can change what the evaluator
 reports: that is the trust model, and verify.py, run here outside the sandbox on what the
 evaluator returned, is the only defence against it.
@@ -148,7 +151,12 @@ class PythonEvaluator:
         name: str,
         logs: dict[str, str],
     ) -> Returned:
-        result = run.python(self.warm, [function, program.main_file, RESULT], files, [RESULT])
+        args = [function, program.main_file, RESULT]
+        if self.verifier is None:
+            result = run.python(self.warm, args, files, [RESULT])
+        else:  # see the module's docstring: cold, so no other candidate's output is in reach
+            argv = self.warm.argv(run.sandbox.python, args)
+            result = run(argv, {**self.warm.files, **files}, [RESULT])
         if tail := stderr_tail(result):
             logs[f"{name}.stderr"] = tail
         try:
