@@ -41,7 +41,6 @@ from urllib.parse import urlsplit
 import yaml
 
 from evolve.knobs import find_knobs
-from evolve.llm.prices import BUILTIN_PRICES
 from evolve.pip_requirements import project, read_requirements
 from evolve.program import Program, ProgramError
 from evolve.taskpaths import TaskPathError, read_task_file
@@ -55,7 +54,7 @@ EXTENDS = "openevolve"  # a task.yaml's key naming the OpenEvolve config beside 
 EVALUATOR_FILE = "evaluator.py"
 SEED_STEM = "initial_program"
 DEFAULT_SUFFIX = ".py"
-DEFAULT_ITERATIONS = 1000  # OpenEvolve's own default for max_iterations
+DEFAULT_ITERATIONS = 10000  # OpenEvolve's own default for max_iterations
 OPENAI_BASE = "https://api.openai.com/v1"
 KEY_VARIABLE = "OPENAI_API_KEY"  # the key of a model with none of its own, in OpenEvolve too
 # OpenEvolve's defaults where they differ from evolve's in what a run does: the time an
@@ -78,6 +77,7 @@ PLACEHOLDER_WORDS = (
     "xxxx", "not-needed", "not_needed", "no-key", "no_key", "unused", "none", "null", "empty",
 )  # fmt: skip
 KEY_MIN_CHARS = 16  # shorter than any provider's key
+LONG_KEY_CHARS = 40  # longer than any placeholder: a key, whatever words it happens to hold
 # Hosts on this machine or a private network, whose servers (vLLM, Ollama) want no key.
 LOCAL_DOMAINS = (".localhost", ".local", ".internal", ".lan", ".home.arpa")
 # OpenAI's reasoning models take no temperature; OpenEvolve leaves it out for them too.
@@ -94,7 +94,7 @@ HONOURED = frozenset(
         "language",  # the prompts name the seed's language from its suffix
         "llm.models", "llm.primary_model", "llm.primary_model_weight", "llm.secondary_model",
         "llm.secondary_model_weight", "llm.api_base", "llm.api_key", "llm.temperature",
-        "llm.max_tokens", "llm.timeout", "llm.retries", "llm.max_budget_usd",
+        "llm.max_tokens", "llm.timeout", "llm.retries",
         "prompt.system_message", "prompt.num_top_programs", "prompt.num_diverse_programs",
         "database.num_islands", "database.migration_interval", "database.exploration_ratio",
         "evaluator.timeout", "evaluator.cascade_evaluation", "evaluator.cascade_thresholds",
@@ -110,6 +110,7 @@ TUNING = frozenset(
         "checkpoint_interval", "log_level", "log_dir", "max_code_length",
         "allow_full_rewrites", "convergence_threshold", "early_stopping_metric",
         "llm.top_p", "llm.retry_delay", "llm.random_seed", "llm.reasoning_effort",
+        "llm.max_budget_usd",  # a per-call budget of the Claude Code CLI provider
         "llm.system_message", "llm.api_type", "llm.name", "llm.weight", "llm.init_client",
         "llm._manual_queue_dir", "diff_pattern", "max_tasks_per_child",
         "llm.evaluator_models",  # used only with evaluator.use_llm_feedback, refused below
@@ -261,8 +262,10 @@ def looks_like_openevolve(data: Any, folder: Path) -> bool:
     return (folder / EVALUATOR_FILE).is_file()
 
 
-def translate(config: Mapping[str, Any], folder: Path) -> Translation:
-    """The task this config asks for. Raises OpenEvolveError on what cannot be mapped."""
+def translate(config: Mapping[str, Any], folder: Path, *, own_llm: bool = False) -> Translation:
+    """The task this config asks for. Raises OpenEvolveError on what cannot be mapped.
+    `own_llm`: a task.yaml extending the config names the models itself, so the config's
+    `llm:` section is neither read nor checked (its mutator still follows the config)."""
     out = Translation({})
     out.ignored, out.unknown = _ignored_keys(config)
     out.put(("name",), _task_name(folder), ())
@@ -277,7 +280,10 @@ def translate(config: Mapping[str, Any], folder: Path) -> Translation:
         iterations += 1  # OpenEvolve's iterations are children; the seed counts here too
     out.put(("budget", "candidates"), iterations, ("max_iterations",))
     _search(config, out)
-    _llm(config, folder, seed, out)
+    if own_llm:
+        out.put(("mutators",), [{"name": _operator(config)}], ("diff_based_evolution",))
+    else:
+        _llm(config, folder, seed, out)
     _check_run_defaults(config)
     _requirements(folder, out)
     return out
@@ -373,9 +379,11 @@ def _llm(config: Mapping[str, Any], folder: Path, seed: str, out: Translation) -
     specs = [_model_spec(model, llm, index, out) for index, model in enumerate(models)]
     out.put(("llm", "models"), specs, ("llm",))
     _shared_settings(models, llm, out)
-    _dollar_budget(llm, models, specs, out)
-    operator = "diff" if config.get("diff_based_evolution", True) else "rewrite"
-    out.put(("mutators",), [{"name": operator}], ("diff_based_evolution",))
+    out.put(("mutators",), [{"name": _operator(config)}], ("diff_based_evolution",))
+
+
+def _operator(config: Mapping[str, Any]) -> str:
+    return "diff" if config.get("diff_based_evolution", True) else "rewrite"
 
 
 def _models(llm: Mapping[str, Any]) -> list[Model]:
@@ -520,6 +528,8 @@ def _placeholder(written: str) -> bool:
     `lm-studio`) rather than looking like a key, which is long and random."""
     lowered = written.lower()
     random_looking = len(written) >= KEY_MIN_CHARS and any(c.isdigit() for c in written)
+    if len(written) >= LONG_KEY_CHARS and random_looking and not any(c.isspace() for c in written):
+        return False  # a real key may hold "none" or "fake" among its random letters
     return not random_looking or any(word in lowered for word in PLACEHOLDER_WORDS)
 
 
@@ -572,28 +582,6 @@ def _shared_settings(models: list[Model], llm: Mapping[str, Any], out: Translati
         if key == "retries" and _whole(value) is not None:
             value += 1  # attempts: the first, then the retries
         out.put(("llm", task_key), value, loc)
-
-
-def _dollar_budget(
-    llm: Mapping[str, Any], models: list[Model], specs: list[dict[str, Any]], out: Translation
-) -> None:
-    """llm.max_budget_usd is the run's USD budget, which evolve can count only where it
-    knows every model's price: OpenAI's own models."""
-    limit = llm.get("max_budget_usd")
-    if limit is None:
-        return
-    unpriced = [
-        model.name
-        for model, spec in zip(models, specs, strict=True)
-        if "base_url" in spec or spec["model"] not in BUILTIN_PRICES
-    ]
-    if unpriced:
-        raise OpenEvolveError(
-            ("llm", "max_budget_usd"),
-            f"evolve knows no price for {', '.join(unpriced)}, so it cannot count dollars "
-            "spent: remove the key, and bound the run by max_iterations",
-        )
-    out.put(("budget", "usd"), limit, ("llm", "max_budget_usd"))
 
 
 def _reasons(model: Model, llm: Mapping[str, Any]) -> bool:

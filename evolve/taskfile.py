@@ -171,8 +171,8 @@ def _extended(
         message = f"{name} is an OpenEvolve config only beside its {EVALUATOR_FILE}, not in {root}"
         raise TaskFileError(path, [_extends_problem(tree, message)])
     config_tree, config = _parse_yaml(config_text, config_path)
-    translation = _translated(config, config_tree, config_path)
     own = {key: value for key, value in data.items() if key != EXTENDS}
+    translation = _translated(config, config_tree, config_path, own_llm="llm" in own)
     base = Layout(config_tree, translation.place, config_path)
     return _laid_over(translation.task, own), Overlay(Layout(tree), own, base), translation
 
@@ -200,9 +200,11 @@ def _laid_over(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, An
     return merged
 
 
-def _translated(data: Any, tree: MappingNode, path: Path) -> Translation:
+def _translated(
+    data: Any, tree: MappingNode, path: Path, *, own_llm: bool = False
+) -> Translation:
     try:
-        return translate(data, path.resolve().parent)
+        return translate(data, path.resolve().parent, own_llm=own_llm)
     except OpenEvolveError as exc:
         problem = Problem(locate(tree, exc.loc)[1], field_path(exc.loc), str(exc))
         raise TaskFileError(path, [problem]) from None

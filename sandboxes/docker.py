@@ -58,6 +58,7 @@ MEMORY_HEADROOM = 128 * 1024**2  # the supervisor and docker-init, beside the jo
 PIDS_HEADROOM = 8  # docker-init, sleep, the exec'd server
 MUX_HEADER = struct.Struct(">BxxxI")  # an attached exec's stream: stream id, payload size
 RECV_BYTES = 1024**2
+STDERR_KEPT = 4096  # of the server's stderr: what it says as it dies comes last
 ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
@@ -359,7 +360,7 @@ class _Server:
     def __init__(self, exec_id: str, stream: socket.socket | socket.SocketIO) -> None:
         self.exec_id = exec_id
         self.warmed: str | None = None  # the key of the module it has imported for warm jobs
-        self.stderr = bytearray()  # the server writes there only as it dies
+        self.stderr = bytearray()  # the end of what the server (and a module it imported) says
         self._stream = stream  # it holds the HTTP response whose socket this is: keep it alive
         self._sock: socket.socket = getattr(stream, "_sock", stream)
         self._raw = bytearray()  # received, not yet demultiplexed
@@ -402,8 +403,11 @@ class _Server:
             end = offset + MUX_HEADER.size + size
             if end > len(self._raw):
                 break
-            sink = self._out if stream == 1 else self.stderr
-            sink += self._raw[offset + MUX_HEADER.size : end]
+            chunk = self._raw[offset + MUX_HEADER.size : end]
+            if stream == 1:
+                self._out += chunk
+            else:
+                self.stderr = (self.stderr + chunk)[-STDERR_KEPT:]
             offset = end
         del self._raw[:offset]
 

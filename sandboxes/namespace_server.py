@@ -40,7 +40,9 @@ CHUNK = 1024**2
 
 class NamespaceServer:
     """One server in one namespace, whose work root is a fresh host folder; `exchange` runs
-    a framed job through it. Not thread-safe: the process sandbox holds a lock around it."""
+    a framed job through it. Not thread-safe: the process sandbox holds a lock around it.
+    bubblewrap's --die-with-parent ties the namespace to the thread that started it: one
+    started from a thread that ends is lost with it, and the next job starts another."""
 
     def __init__(self, isolation: Isolation, limits: Limits) -> None:
         if isolation.tool is None:
@@ -48,26 +50,32 @@ class NamespaceServer:
         self.shape = limits.max_file_bytes  # sizes the namespace's /tmp and /dev/shm
         self.warmed: str | None = None  # the key of the module the server has imported
         self.root = Path(tempfile.mkdtemp(prefix="evolve-server-"))
-        if isolation.user is not None:
-            os.chown(self.root, isolation.user, isolation.user)
         options = {"scratch": [str(self.root), "/tmp", "/dev/shm"], "limit_processes": True}
         report_read, report_write = os.pipe()  # the init's report: the server's end, unread
         python = isolation.python
         init = [python, "-I", "-S", "-c", INIT, str(report_write), "--"]
         server = [python, "-I", "-S", "-c", SERVER, json.dumps(options)]
-        self._process = subprocess.Popen(
-            [*isolation.wrap(self.root, limits), *init, *server],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=minimal_env(self.root),  # the caller's holds model keys: never the server's
-            pass_fds=(report_write,),
-            start_new_session=True,
-            user=isolation.user,
-            group=isolation.user,
-            extra_groups=None if isolation.user is None else [],
-        )
-        os.close(report_write)
+        try:
+            if isolation.user is not None:
+                os.chown(self.root, isolation.user, isolation.user)
+            self._process = subprocess.Popen(
+                [*isolation.wrap(self.root, limits), *init, *server],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=minimal_env(self.root),  # the caller's holds model keys: never the server's
+                pass_fds=(report_write,),
+                start_new_session=True,
+                user=isolation.user,
+                group=isolation.user,
+                extra_groups=None if isolation.user is None else [],
+            )
+        except BaseException:
+            os.close(report_read)
+            self.root.rmdir()
+            raise
+        finally:
+            os.close(report_write)
         self._report = report_read
         self._said = bytearray()
         self._out = bytearray()
@@ -172,4 +180,3 @@ def _left(deadline: float) -> float:
     if left <= 0:
         raise TimeoutError
     return left
-

@@ -70,8 +70,9 @@ def provision(
 
 
 def reap_orphans() -> int:
-    """Nothing outlives its job here: each job's namespace dies with its init, and its
-    leftovers are swept when it ends (sandboxes/supervise.py)."""
+    """Nothing outlives its worker here: each job's namespace dies with its init, a warm
+    server's with its bubblewrap, which dies with the worker (--die-with-parent), and a
+    job's leftovers are swept when it ends (sandboxes/supervise.py)."""
     return 0
 
 
@@ -125,6 +126,7 @@ class ProcessSandbox:
                 limits,
                 pass_fds=(write_end,),
                 as_user=user,
+                deny_keyrings=False,  # a fresh namespace per job: keyrings of its own
             )
             os.close(write_end)
             write_end = -1

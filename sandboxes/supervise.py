@@ -188,6 +188,7 @@ def supervise(
     pass_fds: Sequence[int] = (),
     as_user: int | None = None,
     call: Callable[[], int] | None = None,
+    deny_keyrings: bool = True,
 ) -> Outcome:
     """Run argv in workdir under `limits`, timed from out here; the whole group dies after it.
 
@@ -198,8 +199,13 @@ def supervise(
     the processes instead: the rlimit counts every process of the uid on the whole machine.
     `as_user` runs argv as that uid and gid, with no supplementary groups (root only).
     `call`, where given, runs instead of argv in a forked child of this process (see
-    `_fork_call`), which exits with what it returns; argv then only names the job.
+    `_fork_call`), which exits with what it returns; argv then only names the job (and
+    `as_user` and `pass_fds` are not for it). `deny_keyrings=False` leaves out the keyring
+    filter, for an argv that is bubblewrap: the filter's no-new-privileges would stop a
+    setuid bwrap, and each of its namespaces has keyrings of its own anyway.
     """
+    if call is not None and (as_user is not None or pass_fds):
+        raise ValueError("a forked call runs as this process's user, with no passed fds")
     parent = os.getpid()
     started = time.monotonic()
     proc: subprocess.Popen[bytes] | _Forked
@@ -218,7 +224,7 @@ def supervise(
             user=as_user,
             group=as_user,
             extra_groups=None if as_user is None else [],
-            preexec_fn=lambda: _limit_child(limits, parent, limit_processes),
+            preexec_fn=lambda: _limit_child(limits, parent, limit_processes, deny_keyrings),
         )
     left: list[str] = []
 
@@ -285,7 +291,7 @@ def _fork_call(
             os.chdir(workdir)
             os.environ.clear()
             os.environ.update(minimal_env(workdir))
-            _limit_child(limits, parent, limit_processes)
+            _limit_child(limits, parent, limit_processes, deny_keyrings=True)
             code = call()
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
@@ -361,7 +367,9 @@ GROUP_SWEEP = Sweep(_group_find, lambda pid: _kill_group(pid))
 UID_SWEEP = Sweep(_uid_find, lambda _: _kill_all_of_this_uid())
 
 
-def _limit_child(limits: JobLimits, parent: int, limit_processes: bool) -> None:
+def _limit_child(
+    limits: JobLimits, parent: int, limit_processes: bool, deny_keyrings: bool
+) -> None:
     """Runs in the forked child before exec: keep only async-signal-safe-ish work here."""
     cpu = math.ceil(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU first, SIGKILL a second later
@@ -377,7 +385,7 @@ def _limit_child(limits: JobLimits, parent: int, limit_processes: bool) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if KEYCTL is not None:  # a fresh session keyring: the caller's may hold its user's keys
         _libc.syscall(KEYCTL, KEYCTL_JOIN_SESSION_KEYRING, None)
-    if _KEYRINGS_DENIED is not None:  # then no keyring at all (a kernel without seccomp: as is)
+    if deny_keyrings and _KEYRINGS_DENIED is not None:  # a kernel without seccomp: as is
         _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(_KEYRINGS_DENIED[0]), 0, 0)
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -572,6 +580,9 @@ class _Preloaded:
 
         def job() -> int:
             sys.path[:0] = paths
+            numpy_random = sys.modules.get("numpy.random")
+            if numpy_random is not None:  # a fresh draw per job, as a fresh import would give
+                numpy_random.seed()
             return main(args)
 
         return job
@@ -585,7 +596,7 @@ class _Preloaded:
         timeout_s: float,
     ) -> None:
         workdir = Path(scratch[0], WARM_DIR)
-        before, mapped, searched = _open_fds(), _shared_mappings(), list(sys.path)
+        before, mapped = _open_fds(), _shared_mappings()
         try:
             workdir.mkdir(mode=0o700)
             write_files(workdir, {name: files[name] for name in warm["files"]})
@@ -596,19 +607,29 @@ class _Preloaded:
             return
         finally:
             os.chdir("/")
+            sys.stdout.flush()
+            # Whatever happened, this process never imports from a dir a job can fill again
+            # (a thread the import started may import later); a warm child puts them back.
+            self.paths = _unsearch(scratch[0])
             _scrub(scratch)  # whatever the import started or wrote goes before any job runs
         if _open_fds() - before or _shared_mappings() - mapped:
             return
-        self.paths = [path for path in sys.path if path not in searched]
-        sys.path[:] = searched
-        for path in [p for p in sys.path_importer_cache if p.startswith(scratch[0])]:
-            del sys.path_importer_cache[path]
         self.key, self.main = key, main
         gc.freeze()  # a child's collections then leave the import's objects, and pages, alone
 
 
 _preloaded = _Preloaded()
 WARM_DIR = "warm"  # a warm job's work dir under scratch[0]: where its module was imported
+
+
+def _unsearch(root: str) -> list[str]:
+    """Take the entries under `root` off sys.path, and their cached finders with them; the
+    entries, in their order."""
+    inside = [path for path in sys.path if path == root or path.startswith(root + "/")]
+    sys.path[:] = [path for path in sys.path if path not in inside]
+    for path in [p for p in sys.path_importer_cache if p == root or p.startswith(root + "/")]:
+        del sys.path_importer_cache[path]
+    return inside
 
 
 def _import_module(path: Path, setup: Sequence[str]) -> Callable[[list[str]], int]:
@@ -643,7 +664,8 @@ def _alarm(seconds: float) -> Iterator[None]:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        if signal.getsignal(signal.SIGALRM) is expire:  # else the body set one of its own
+            signal.signal(signal.SIGALRM, previous)
 
 
 def _open_fds() -> set[int]:
@@ -674,8 +696,10 @@ def _protocol_streams() -> tuple[BinaryIO, BinaryIO]:
     os.dup2(null, 0)
     os.dup2(null, 1)
     os.close(null)
-    sys.stdin = open(os.devnull)  # noqa: SIM115 -- for this process's whole life
-    sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+    # On 0 and 1 themselves, which a forked job keeps (as its /dev/null and its stdout):
+    # what an import keeps of sys.stdout stays usable in the job.
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 -- for this process's whole life
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
     return stdin, stdout
 
 

@@ -510,13 +510,15 @@ def test_bad_params_fail_the_constructor(tmp_path: Path) -> None:
     assert evaluator.metric_problem("anything") is None
 
 
-def test_the_deadline_counts_one_sandbox_run_per_stage(tmp_path: Path) -> None:
+def test_the_deadline_counts_one_sandbox_run_per_stage_and_one_for_the_import(
+    tmp_path: Path,
+) -> None:
     folder = task(tmp_path, CASCADE)
     limits = Limits(timeout_s=7)
     three = PythonEvaluator({}, folder).worst_case_s(limits)
     one = PythonEvaluator({"cascade": False}, folder).worst_case_s(limits)
     assert three - one == pytest.approx(sandbox_time(2, limits))
-    assert one >= sandbox_time(1, limits)
+    assert one >= sandbox_time(2, limits)  # a warm server may import the evaluator first
 
 
 PACKING_CHEAT = """\

@@ -70,6 +70,26 @@ def test_the_configs_workers_and_seed_stay_the_runs_defaults(tmp_path: Path) -> 
     assert run_defaults(task.text, task.root) == RunDefaults(workers=3, seed=7)
 
 
+def test_the_task_yaml_may_name_the_models_the_config_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The config's own `llm:` is then not read: its model's missing key is no error."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    config = CONFIG + "llm:\n  primary_model: gpt-4o\n"
+    root = folder(
+        tmp_path / "local",
+        """\
+        openevolve: config.yaml
+        llm:
+          models: [{model: scripted, base_url: "http://127.0.0.1:9/v1"}]
+        """,
+        config,
+    )
+    spec = load_task(root).spec
+    assert [m.model for m in spec.llm.models] == ["scripted"]
+    assert [m.name for m in spec.mutators] == ["diff"]
+
+
 def test_an_edited_config_shows_in_the_fingerprint(tmp_path: Path) -> None:
     root = folder(tmp_path / "t", "openevolve: config.yaml\n")
     before = load_task(root)

@@ -367,3 +367,87 @@ def test_a_task_with_a_verify_file_runs_each_stage_cold(tmp_path: Path, sandbox:
     result = run(verified, sandbox, "SCORE = 0.5")
     assert result.status == "ok", result.feedback
     assert result.metrics["runs_in"] == result.metrics["imported_by"]
+
+
+def test_what_the_import_keeps_of_stdout_and_its_alarm_handler_still_work_in_each_stage(
+    tmp_path: Path, sandbox: Sandbox
+) -> None:
+    (tmp_path / "evaluator.py").write_text(
+        "import signal, sys\n"
+        "OUT = sys.stdout\n"
+        "class Late(Exception):\n"
+        "    pass\n"
+        "def late(signum, frame):\n"
+        "    raise Late()\n"
+        "signal.signal(signal.SIGALRM, late)\n"
+        "def evaluate(path):\n"
+        "    OUT.write('printed through the import\\'s stdout\\n')\n"
+        "    OUT.flush()\n"
+        "    signal.setitimer(signal.ITIMER_REAL, 0.05)\n"
+        "    try:\n"
+        "        signal.pause()\n"
+        "    except Late:\n"
+        "        return {'combined_score': 1.0}\n"
+        "    return {'combined_score': 0.0}\n"
+    )
+    keeping = PythonEvaluator({}, tmp_path)
+    keeping.limits = Limits(timeout_s=20)
+    for _ in range(2):
+        result = run(keeping, sandbox, "SCORE = 1")
+        assert result.status == "ok", result.feedback
+        assert result.metrics["combined_score"] == 1.0
+
+
+@pytest.mark.docker
+def test_numpys_global_random_state_is_fresh_in_each_stage(tmp_path: Path) -> None:
+    """The process sandbox's Python may have no numpy; Docker's image has it."""
+    box = open_backend("docker")
+    (tmp_path / "evaluator.py").write_text(
+        "import numpy\n"
+        "def evaluate(path):\n"
+        "    return {'combined_score': float(numpy.random.rand())}\n"
+    )
+    drawing = PythonEvaluator({}, tmp_path)
+    drawing.limits = Limits(timeout_s=20)
+    try:
+        draws = {run(drawing, box, "SCORE = 1").metrics["combined_score"] for _ in range(3)}
+    finally:
+        box.close()
+    assert len(draws) == 3
+
+
+def test_a_server_whose_import_was_not_used_never_imports_from_the_warm_dir(
+    tmp_path: Path, sandbox: Sandbox
+) -> None:
+    """The import keeps a file open, so its stages run cold; a thread it started imports
+    later, in the server: a module a candidate planted where the import ran is not found."""
+    (tmp_path / "evaluator.py").write_text(
+        EVALUATOR
+        + "\nDATA = open(__file__, 'rb')\n"
+        "import threading, time\n"
+        "def later():\n"
+        "    time.sleep(1)\n"
+        "    try:\n"
+        "        import planted_module\n"
+        "    except ImportError:\n"
+        "        pass\n"
+        "threading.Thread(target=later, daemon=True).start()\n"
+    )
+    threaded = PythonEvaluator({}, tmp_path)
+    threaded.limits = Limits(timeout_s=20)
+    run(threaded, sandbox, "SCORE = 0.5")
+    plant = """
+    import os, time
+    os.makedirs("../warm", exist_ok=True)
+    with open("../warm/planted_module.py", "w") as module:
+        module.write("import sys\\n"
+                     "main = sys.modules['__main__']\\n"
+                     "clean = main.minimal_env\\n"
+                     "main.minimal_env = lambda workdir: {**clean(workdir), 'PLANTED': '1'}\\n")
+    time.sleep(2)
+    SCORE = 0.25
+    """
+    run(threaded, sandbox, plant)
+    after = run(threaded, sandbox, "import os\nSAID = os.environ.get('PLANTED', '')\nSCORE = 0.75")
+    assert after.status == "ok", after.feedback
+    assert after.artifacts["said"] == ""

@@ -85,8 +85,9 @@ class PythonEvaluator:
         return "\n".join(lines)
 
     def worst_case_s(self, limits: Limits) -> float:
-        """One sandbox run per stage, each up to its limit, and verify.py's time."""
-        return sandbox_time(len(self.functions), limits) + VERIFY_S
+        """One sandbox run per stage, each up to its limit, one more for a warm server's
+        import of the evaluator, and verify.py's time."""
+        return sandbox_time(len(self.functions) + 1, limits) + VERIFY_S
 
     def prepare(self, seed: Program, sandbox: Sandbox, workdir: Path) -> None:
         """Only a check: no program file may take the name of a file the evaluator ships
