@@ -9,13 +9,49 @@ from __future__ import annotations
 
 import functools
 import numbers
+import os
+import signal
+import time
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from evolve.stages import StageFailed
 from evolve.taskpaths import TaskPathError, read_task_file
+
+# How long a task's trusted code may take at load (a reference's top level and its first
+# trials, a judge's top level) before the task is refused as one that never loads.
+LOAD_DEADLINE_S = 30.0
+
+
+def finishes_in_time(
+    work: Callable[[], object], param: str, shown: str, deadline_s: float | None = None
+) -> None:
+    """Run `work`, a task's trusted code at load, in a forked copy of this process first, so
+    that a file whose top level (or first trial) never returns fails the task within
+    `deadline_s` (default LOAD_DEADLINE_S) with a TaskPathError naming `param`, instead of
+    hanging the command without a word. What the copy raises is left to the caller, which
+    then runs `work` itself and reports any failure in its own words."""
+    deadline_s = LOAD_DEADLINE_S if deadline_s is None else deadline_s
+    pid = os.fork()
+    if pid == 0:  # the copy: its outcome is only whether it ends
+        try:
+            work()
+        finally:
+            os._exit(0)
+    ends_by, pause = time.monotonic() + deadline_s, 0.002
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):
+        if time.monotonic() > ends_by:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise TaskPathError(
+                param,
+                f"{shown} did not finish loading within {deadline_s:g} s: does its top level, "
+                "or a function the task calls at load, loop or wait forever?",
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 @functools.lru_cache(maxsize=16)
@@ -40,6 +76,7 @@ class TrustedFunction:
         self.function, self.judged = function, judged  # judged: "the run", "the result"
         self.text = read_task_file(task_dir, relative, function)
         self.filename = str(task_dir / relative)
+        finishes_in_time(self._module, function, relative)
         try:
             self._module()
         except SyntaxError as exc:

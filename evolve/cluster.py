@@ -16,7 +16,7 @@ from ray._private import ray_constants
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from evolve import guardian, orphans, ray_connect_errors, ray_output
-from evolve.lean_ray import lean_start
+from evolve.lean_ray import lean_start, quick_stop
 from evolve.processes import child_named, session_dir
 from evolve.secrets import secret_names, withheld
 
@@ -222,7 +222,8 @@ def shutdown() -> None:
     """Disconnect; for a local instance, also kill what Ray leaves running (workers not yet
     gone, a busy worker's sandbox container): see evolve/orphans.py."""
     global _session
-    ray.shutdown()
+    with quick_stop() if _session is not None else nullcontext():
+        ray.shutdown()
     if _session is not None:
         orphans.clean_up(_session)
         _session = None

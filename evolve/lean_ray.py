@@ -138,6 +138,27 @@ def stands_in_for_agents() -> bool:
 
 
 @contextmanager
+def quick_stop() -> Iterator[None]:
+    """For the length of one `ray.shutdown` of a local instance: its processes are killed at
+    once. Ray otherwise asks each to stop and waits up to a second for it, and the raylet
+    takes that second whole. What the run keeps is in its store by then, and what the kill
+    leaves running (workers that notice late) is killed by evolve/orphans.py."""
+    original = getattr(Node, "kill_all_processes", None)
+    if original is None:
+        yield
+        return
+
+    def at_once(self: object, *args: Any, **kwargs: Any) -> Any:
+        return original(self, *args, **{**kwargs, "allow_graceful": False})
+
+    Node.kill_all_processes = at_once
+    try:
+        yield
+    finally:
+        Node.kill_all_processes = original
+
+
+@contextmanager
 def lean_start(stand_in_agents: bool = True) -> Iterator[None]:
     """For the length of one local `ray.init`: the processes above are not started, nor
     (where `stand_in_agents` and this Ray allow it) the raylet's agents."""

@@ -413,6 +413,16 @@ static void *finish(void *unused) {{
 #include <sys/resource.h>
 #define MEDDLED(what) { fprintf(stderr, "meddled: " what "\\n"); meddled = 1; }""",
         ),
+        "side_channels": (
+            f"""if ({TIMED}) {{ int meddled = 0; char ring_params[120] = {{0}};
+    long ring = syscall(SYS_io_uring_setup, 4, ring_params);
+    if (ring >= 0) MEDDLED("io_uring")
+    if (fallocate(3, 0, 0, 4096) == 0) MEDDLED("fallocate on the arena")
+    if (syscall(SYS_userfaultfd, 0) >= 0) MEDDLED("userfaultfd")
+    if (!meddled) {blocked("io_uring, fallocate and userfaultfd")} }}""",
+            """#include <sys/syscall.h>
+#define MEDDLED(what) { fprintf(stderr, "meddled: " what "\\n"); meddled = 1; }""",
+        ),
     }
 
 
@@ -436,6 +446,7 @@ CAUGHT = {
     "cached_output": ("measure_failed", "fresh inputs"),
     "fork_helper": ("measure_failed", "blocked: fork"),
     "meddle": ("measure_failed", "blocked: kill, setpriority and ptrace"),
+    "side_channels": ("measure_failed", "blocked: io_uring, fallocate and userfaultfd"),
 }
 GAINS_NOTHING = ("input_keyed_cache",)
 # A thread left computing after the call returned: caught by the output copied while the

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from evaluators import task_files
 from evolve.store import Store, default_url
 from evolve.taskfile import TaskFileError, changed_files, load_task, parse_task
 from evolve.taskpaths import DEFAULT_MAX_BYTES, MAX_BYTES_ENV, read_bounded
@@ -492,3 +493,31 @@ def test_resume_refuses_a_task_whose_files_changed(tmp_path: Path) -> None:
         f"error: {task}: cannot resume r1: seed.py changed since it started; "
         "start a new run instead"
     )
+
+
+HANGS = "import time\nwhile True:\n    time.sleep(0.01)\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "relative", "field", "prefix"),
+    [
+        ("matmul_c", "reference.py", "reference", ""),  # loops at its top level
+        ("circle_packing", "verify.py", "verify", ""),
+        # loops only when the task calls it at load, at the task's sizes
+        ("matmul_c", "reference.py", "reference", "def make_inputs(rng, sizes):\n    "),
+    ],
+)
+def test_trusted_code_that_never_returns_fails_the_load_naming_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, relative: str, field: str,
+    prefix: str,
+) -> None:  # fmt: skip
+    monkeypatch.setattr(task_files, "LOAD_DEADLINE_S", 1.0)
+    task = task_copy(tmp_path, name)
+    path = task.parent / relative
+    body = HANGS.replace("\n", "\n    ").rstrip() if prefix else HANGS
+    path.write_text(path.read_text() + f"\n\n{prefix}{body}\n")  # last: it wins
+    with pytest.raises(TaskFileError) as caught:
+        load_task(task)
+    error = caught.value
+    assert error.field == f"evaluator.params.{field}", str(error)
+    assert f"{relative} did not finish loading within 1 s" in error.message

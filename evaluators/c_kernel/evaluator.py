@@ -26,6 +26,7 @@ from evaluators.c_kernel.measure import measure, sets_needed
 from evaluators.c_kernel.oracle import CHECK, COUNTED, SANITIZED, Oracle, Trial
 from evaluators.c_kernel.params import CKernelParams
 from evaluators.c_kernel.sanitize import sanitize
+from evaluators.task_files import finishes_in_time
 from evolve.peaks import CpuPeak, cpu_peak
 from evolve.program import Program
 from evolve.results import Counter, EvalResult, StageResult
@@ -58,6 +59,9 @@ class CKernelEvaluator:
         self.harness = self._harness(task_dir)
         text = read_task_file(task_dir, self.params.reference, "reference")
         self.oracle = Oracle(text, str(task_dir / self.params.reference), self.params)
+        finishes_in_time(
+            lambda: reference_check.vet(self.oracle), "reference", self.params.reference
+        )
         reference_check.vet(self.oracle)
         self.has_flops = self.oracle.defines("flops")
         self.has_work = self.oracle.defines("work")

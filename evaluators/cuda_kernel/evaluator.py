@@ -24,6 +24,7 @@ from evaluators.cuda_kernel.problem import Problem, Round
 from evaluators.cuda_kernel.tensors import encode, outputs
 from evaluators.cuda_kernel.toolchain import Toolchain, find_toolchain
 from evaluators.cuda_kernel.verify import Tolerance, judge
+from evaluators.task_files import finishes_in_time
 from evolve.plausibility import flag_lines
 from evolve.program import Program
 from evolve.results import ERROR, Counter, EvalResult, StageResult
@@ -50,6 +51,8 @@ class CudaKernelEvaluator:
     def __init__(self, params: Mapping[str, Any], task_dir: Path) -> None:
         self.params = CudaKernelParams.model_validate(dict(params))
         reference = read_task_file(task_dir, self.params.reference, "reference")
+        filename = str(task_dir / self.params.reference)
+        finishes_in_time(lambda: Problem(reference, filename), "reference", self.params.reference)
         self.problem = Problem(reference, str(task_dir / self.params.reference))
         self.sources = TaskSources(
             launch=read_task_file(task_dir, self.params.launch, "launch"),
