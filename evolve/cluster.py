@@ -17,7 +17,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from evolve import guardian, orphans, ray_connect_errors, ray_output
 from evolve.lean_ray import lean_start, quick_stop
-from evolve.processes import child_named, session_dir
+from evolve.processes import child_named, descendants, kill, session_dir
 from evolve.secrets import secret_names, withheld
 
 REACH_TIMEOUT_S = 5.0
@@ -219,11 +219,19 @@ def cpu_count() -> int:
 
 
 def shutdown() -> None:
-    """Disconnect; for a local instance, also kill what Ray leaves running (workers not yet
-    gone, a busy worker's sandbox container): see evolve/orphans.py."""
+    """Disconnect; for a local instance, also kill its processes at once (the raylet and
+    everything below it: workers, agents or their stand-ins), and what Ray leaves running
+    elsewhere (a busy worker's sandbox container): see evolve/orphans.py."""
     global _session
-    with quick_stop() if _session is not None else nullcontext():
+    if _session is None:
         ray.shutdown()
-    if _session is not None:
-        orphans.clean_up(_session)
-        _session = None
+        return
+    raylet = child_named("raylet")
+    below = descendants(raylet) if raylet is not None else []
+    with quick_stop():
+        ray.shutdown()
+    # Not waited for: each ends at once, and the dead count as gone everywhere here even
+    # before init reaps them (which, on some machines, takes a second or more).
+    kill(below, wait_s=0)
+    orphans.clean_up(_session)
+    _session = None

@@ -141,8 +141,9 @@ def stands_in_for_agents() -> bool:
 def quick_stop() -> Iterator[None]:
     """For the length of one `ray.shutdown` of a local instance: its processes are killed at
     once. Ray otherwise asks each to stop and waits up to a second for it, and the raylet
-    takes that second whole. What the run keeps is in its store by then, and what the kill
-    leaves running (workers that notice late) is killed by evolve/orphans.py."""
+    takes that second whole. What the run keeps is in its store by then; the raylet's
+    children, which it no longer stops itself, are the caller's to kill
+    (evolve/cluster.py)."""
     original = getattr(Node, "kill_all_processes", None)
     if original is None:
         yield

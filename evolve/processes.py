@@ -82,6 +82,26 @@ def child_named(name: str) -> int | None:
     return None
 
 
+def descendants(root: int) -> list[ProcessId]:
+    """Every process below `root` (its children, theirs, and so on), as they are now."""
+    children: dict[int, list[int]] = {}
+    for pid in _pids():
+        try:
+            stat = (PROC / str(pid) / "stat").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        children.setdefault(int(stat.rpartition(") ")[2].split()[1]), []).append(pid)
+    found, below = [], list(children.get(root, []))
+    host = socket.gethostname()
+    while below:
+        pid = below.pop()
+        below += children.get(pid, [])
+        started = start_time(pid)
+        if started is not None:
+            found.append(ProcessId(host, pid, started))
+    return found
+
+
 def session_dir(raylet: int) -> str | None:
     """The session directory of the Ray instance whose raylet is `raylet`."""
     try:

@@ -10,10 +10,11 @@ a tmpfs under a read-only root anyway.
 
 The container runs as uid 1001 (`keeper`, under docker-init) and the server and its jobs as
 uid 1000, so a job's `kill -9 -1` cannot stop the container, and after each job the server
-kills every other uid-1000 process and empties every dir that uid can write. That kill can
-take the server too: the job fails, and the next job gets a fresh server in the same
-container, unless a process of the job outlived the server (it could tamper with a new one
-as it starts), in which case the container is replaced. A server whose own limits, nice
+kills every other uid-1000 process and empties every dir that uid can write. A job's
+signals cannot reach the server (the job's seccomp filter, sandboxes/supervise.py); should
+the server die all the same, the job fails, and the next job gets a fresh server in the
+same container, unless a process of the job outlived the server (it could tamper with a new
+one as it starts), in which case the container is replaced. A server whose own limits, nice
 value, affinity or scheduling a job changed (same uid: prlimit and friends reach it) exits
 rather than pass them on, with the same outcome.
 """

@@ -126,7 +126,7 @@ class ProcessSandbox:
                 limits,
                 pass_fds=(write_end,),
                 as_user=user,
-                deny_keyrings=False,  # a fresh namespace per job: keyrings of its own
+                filter_job=False,  # namespaces of its own: see supervise's filter_job
             )
             os.close(write_end)
             write_end = -1

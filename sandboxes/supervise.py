@@ -42,16 +42,34 @@ ACCEPTED = b"\x06"  # the server has read the whole job: a death after it is the
 
 _libc = ctypes.CDLL(None, use_errno=True)  # loaded here: the forked child must not load libraries
 
-# A seccomp filter on every job: the kernel's keyrings (add_key, request_key, keyctl) answer
-# EPERM. A keyring of the uid outlives the job and is shared with the next one (and, with no
-# namespace around the job, is its user's own); no job needs one. Other ABIs of the machine
-# (i386 through int 0x80, x32) answer EPERM to everything, so the numbers cannot be dodged.
+# A seccomp filter on every job, answering EPERM to:
+# - the kernel's keyrings (add_key, request_key, keyctl). A keyring of the uid outlives the
+#   job and is shared with the next one (and, with no namespace around the job, is its
+#   user's own); no job needs one;
+# - a signal aimed at its supervisor (by pid, by its process group, or at every process the
+#   job may signal: kill -1), and pidfd_send_signal, whose target no filter can read. The
+#   job runs as the supervisor's uid, so the kernel would let it stop the supervisor
+#   (SIGSTOP), which then could neither end the job at its limit nor report what it said;
+#   the job's own processes it may still signal as it likes.
+# Other ABIs of the machine (i386 through int 0x80, x32) answer EPERM to everything, so the
+# numbers cannot be dodged.
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 SECCOMP_ALLOW, SECCOMP_EPERM = 0x7FFF0000, 0x00050000 | 1
 BPF_LD_ABS, BPF_JEQ, BPF_JGE, BPF_RET = 0x20, 0x15, 0x35, 0x06
-NATIVE_ABI = {  # audit arch, x32's flag (None: no such ABI), add_key, request_key, keyctl
-    "x86_64": (0xC000003E, 0x40000000, (248, 249, 250)),
-    "aarch64": (0xC00000B7, None, (217, 218, 219)),
+ARG0_LOW = 16  # offset of the first argument's low 32 bits in struct seccomp_data (LE)
+
+
+class _Abi(NamedTuple):
+    audit: int
+    x32: int | None  # x32's flag, None where there is no such ABI
+    denied: tuple[int, ...]  # add_key, request_key, keyctl, pidfd_send_signal
+    # kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, pidfd_open: a pid first
+    aimed: tuple[int, ...]
+
+
+NATIVE_ABI = {
+    "x86_64": _Abi(0xC000003E, 0x40000000, (248, 249, 250, 424), (62, 200, 234, 129, 297, 434)),
+    "aarch64": _Abi(0xC00000B7, None, (217, 218, 219, 424), (129, 130, 131, 138, 240, 434)),
 }.get(os.uname().machine)
 
 
@@ -59,27 +77,37 @@ class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
 
 
-def _keyring_filter() -> tuple[_SockFprog, ctypes.Array[ctypes.c_char]] | None:
-    """The filter, built once, with the buffer that must stay alive as long as it."""
+_JOB_FILTERS: dict[tuple[int, int], tuple[_SockFprog, ctypes.Array[ctypes.c_char]]] = {}
+
+
+def _job_filter(supervisor: int, group: int) -> _SockFprog | None:
+    """The filter for jobs of the supervisor `supervisor` (process group `group`), built
+    before the fork and kept, with the buffer that must live as long as it; None on a
+    machine whose ABI it does not know."""
     if NATIVE_ABI is None:
         return None
-    audit, x32, numbers = NATIVE_ABI
+    if (supervisor, group) not in _JOB_FILTERS:
 
-    def op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
-        return struct.pack("HBBI", code, jt, jf, k)
+        def op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+            return struct.pack("HBBI", code, jt, jf, k)
 
-    ops = [op(BPF_LD_ABS, 4), op(BPF_JEQ, audit, 1, 0), op(BPF_RET, SECCOMP_EPERM)]
-    ops.append(op(BPF_LD_ABS, 0))
-    if x32 is not None:
-        ops += [op(BPF_JGE, x32, 0, 1), op(BPF_RET, SECCOMP_EPERM)]
-    for number in numbers:
-        ops += [op(BPF_JEQ, number, 0, 1), op(BPF_RET, SECCOMP_EPERM)]
-    ops.append(op(BPF_RET, SECCOMP_ALLOW))
-    code = ctypes.create_string_buffer(b"".join(ops))
-    return _SockFprog(len(ops), ctypes.addressof(code)), code
-
-
-_KEYRINGS_DENIED = _keyring_filter()
+        abi = NATIVE_ABI
+        ops = [op(BPF_LD_ABS, 4), op(BPF_JEQ, abi.audit, 1, 0), op(BPF_RET, SECCOMP_EPERM)]
+        ops.append(op(BPF_LD_ABS, 0))
+        if abi.x32 is not None:
+            ops += [op(BPF_JGE, abi.x32, 0, 1), op(BPF_RET, SECCOMP_EPERM)]
+        for number in abi.denied:
+            ops += [op(BPF_JEQ, number, 0, 1), op(BPF_RET, SECCOMP_EPERM)]
+        for i, number in enumerate(abi.aimed):  # to the target check past the ALLOW below
+            ops.append(op(BPF_JEQ, number, len(abi.aimed) - i, 0))
+        ops.append(op(BPF_RET, SECCOMP_ALLOW))
+        ops.append(op(BPF_LD_ABS, ARG0_LOW))
+        for target in (supervisor, -1 & 0xFFFFFFFF, -group & 0xFFFFFFFF):
+            ops += [op(BPF_JEQ, target, 0, 1), op(BPF_RET, SECCOMP_EPERM)]
+        ops.append(op(BPF_RET, SECCOMP_ALLOW))
+        code = ctypes.create_string_buffer(b"".join(ops))
+        _JOB_FILTERS[supervisor, group] = (_SockFprog(len(ops), ctypes.addressof(code)), code)
+    return _JOB_FILTERS[supervisor, group][0]
 
 
 class JobLimits(Protocol):
@@ -188,7 +216,7 @@ def supervise(
     pass_fds: Sequence[int] = (),
     as_user: int | None = None,
     call: Callable[[], int] | None = None,
-    deny_keyrings: bool = True,
+    filter_job: bool = True,
 ) -> Outcome:
     """Run argv in workdir under `limits`, timed from out here; the whole group dies after it.
 
@@ -200,17 +228,19 @@ def supervise(
     `as_user` runs argv as that uid and gid, with no supplementary groups (root only).
     `call`, where given, runs instead of argv in a forked child of this process (see
     `_fork_call`), which exits with what it returns; argv then only names the job (and
-    `as_user` and `pass_fds` are not for it). `deny_keyrings=False` leaves out the keyring
-    filter, for an argv that is bubblewrap: the filter's no-new-privileges would stop a
-    setuid bwrap, and each of its namespaces has keyrings of its own anyway.
+    `as_user` and `pass_fds` are not for it). `filter_job=False` leaves out the job's seccomp
+    filter (see `_job_filter`), for an argv that is bubblewrap: the filter's
+    no-new-privileges would stop a setuid bwrap, and bwrap's namespaces give the job
+    keyrings of its own and no sight of this process.
     """
     if call is not None and (as_user is not None or pass_fds):
         raise ValueError("a forked call runs as this process's user, with no passed fds")
     parent = os.getpid()
+    seccomp = _job_filter(parent, os.getpgid(0)) if filter_job else None
     started = time.monotonic()
     proc: subprocess.Popen[bytes] | _Forked
     if call is not None:
-        proc = _fork_call(call, workdir, limits, parent, limit_processes)
+        proc = _fork_call(call, workdir, limits, parent, limit_processes, seccomp)
     else:
         proc = subprocess.Popen(
             list(argv),
@@ -224,7 +254,7 @@ def supervise(
             user=as_user,
             group=as_user,
             extra_groups=None if as_user is None else [],
-            preexec_fn=lambda: _limit_child(limits, parent, limit_processes, deny_keyrings),
+            preexec_fn=lambda: _limit_child(limits, parent, limit_processes, seccomp),
         )
     left: list[str] = []
 
@@ -265,7 +295,12 @@ class _Forked:
 
 
 def _fork_call(
-    call: Callable[[], int], workdir: Path, limits: JobLimits, parent: int, limit_processes: bool
+    call: Callable[[], int],
+    workdir: Path,
+    limits: JobLimits,
+    parent: int,
+    limit_processes: bool,
+    seccomp: _SockFprog | None,
 ) -> _Forked:
     """Fork a child that becomes a job as an exec'd argv would: its own session, stdin from
     /dev/null and stdout and stderr into fresh pipes, no other descriptor of ours (the
@@ -291,7 +326,7 @@ def _fork_call(
             os.chdir(workdir)
             os.environ.clear()
             os.environ.update(minimal_env(workdir))
-            _limit_child(limits, parent, limit_processes, deny_keyrings=True)
+            _limit_child(limits, parent, limit_processes, seccomp)
             code = call()
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
@@ -368,7 +403,7 @@ UID_SWEEP = Sweep(_uid_find, lambda _: _kill_all_of_this_uid())
 
 
 def _limit_child(
-    limits: JobLimits, parent: int, limit_processes: bool, deny_keyrings: bool
+    limits: JobLimits, parent: int, limit_processes: bool, seccomp: _SockFprog | None
 ) -> None:
     """Runs in the forked child before exec: keep only async-signal-safe-ish work here."""
     cpu = math.ceil(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s) + 1
@@ -385,9 +420,9 @@ def _limit_child(
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if KEYCTL is not None:  # a fresh session keyring: the caller's may hold its user's keys
         _libc.syscall(KEYCTL, KEYCTL_JOIN_SESSION_KEYRING, None)
-    if deny_keyrings and _KEYRINGS_DENIED is not None:  # a kernel without seccomp: as is
+    if seccomp is not None:  # a kernel without seccomp: as is
         _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-        _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(_KEYRINGS_DENIED[0]), 0, 0)
+        _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(seccomp), 0, 0)
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # the supervisor died before prctl took effect
         os._exit(1)

@@ -218,6 +218,11 @@ def host_listener() -> tuple[int, list[bytes]]:
     server.close()
 
 
+# `kill -9 -1` cannot reach the supervisor or the container's init (the job's seccomp filter
+# refuses it), so the kernel goes on to compute its answer like any other.
+REFUSED_HARMLESS = {"kill_all"}
+
+
 @pytest.mark.docker
 @pytest.mark.skipif(not docker_available()[0], reason=f"docker: {docker_available()[1]}")
 @pytest.mark.usefixtures("ray_session")
@@ -241,9 +246,11 @@ def test_every_attack_is_contained_and_the_run_goes_on(
     status = {name: store.candidate(i).status for name, i in ids.items()}  # type: ignore[union-attr]
     feedback = {name: store.evaluations(i)[0].feedback for name, i in ids.items()}
     assert status["seed"] == "ok" and status["reader"] == "ok", feedback["reader"]
-    for name in cases:
+    for name in cases.keys() - REFUSED_HARMLESS:
         assert status[name] != "ok", f"{name} was not stopped: {feedback[name]}"
         assert feedback[name].strip(), f"{name} failed without feedback"
+    for name in REFUSED_HARMLESS:  # its signal was refused, so it ran as the honest kernel
+        assert status[name] == "ok", f"{name}: {feedback[name]}"
     for name in ("tcp", "dns", "host_file", "shadow", "env_secret", "memory_bomb", "disk_flood"):
         assert "blocked" in feedback[name] or "signal" in feedback[name], (name, feedback[name])
     assert (

@@ -150,6 +150,49 @@ def test_a_debugger_cannot_attach_to_the_parent(sandbox: Sandbox) -> None:
     assert sandbox.run(["true"], files={}, limits=Limits()).ok  # and the sandbox still works
 
 
+def test_a_job_cannot_stop_or_kill_its_supervisor(sandbox: Sandbox) -> None:
+    """The job runs as its supervisor's uid: it tries every way to signal it (by pid, by its
+    process group, every process it may signal) and to trace it, then outlives its limit.
+    The stage must still end at its limit with what the job printed, and its own children
+    stay its to signal. In Docker the job's parent is the supervisor itself, and every try
+    is refused; under bubblewrap it is the init of the job's PID namespace, which signals
+    from inside cannot stop, and the supervisor is out of the job's sight."""
+    meddle = (
+        "import ctypes, os, signal, subprocess, sys, time\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "parent = os.getppid()\n"
+        "tries = [('kill', lambda: os.kill(parent, signal.SIGSTOP)),\n"
+        "         ('kill -9', lambda: os.kill(parent, signal.SIGKILL)),\n"
+        "         ('killpg', lambda: os.killpg(os.getpgid(parent), signal.SIGSTOP)),\n"
+        "         ('kill -1', lambda: os.kill(-1, signal.SIGSTOP)),\n"
+        "         ('signal 0', lambda: os.kill(parent, 0)),\n"
+        "         ('pidfd', lambda: signal.pidfd_send_signal(os.pidfd_open(parent),\n"
+        "             signal.SIGSTOP))]\n"
+        "for name, call in tries:\n"
+        "    try:\n"
+        "        call()\n"
+        "        print(name, 'reached the supervisor', flush=True)\n"
+        "    except OSError as exc:\n"
+        "        print(name, 'refused', exc.errno, flush=True)\n"
+        "print('tgkill', libc.tgkill(parent, parent, signal.SIGSTOP), ctypes.get_errno())\n"
+        "print('ptrace', libc.ptrace(16, parent, 0, 0), flush=True)\n"
+        "child = subprocess.Popen(['sleep', '100'])\n"
+        "child.send_signal(signal.SIGTERM)\n"
+        "print('own child', child.wait(), flush=True)\n"
+        "time.sleep(100)\n"
+    )
+    result = sandbox.run(["python3", "-c", meddle], files={}, limits=Limits(timeout_s=3))
+    said = result.stdout.decode()
+    assert result.timed_out, (said, result.stderr)
+    assert "own child -15" in said, said  # its own processes are still its to signal
+    assert "ptrace -1" in said, said
+    if isinstance(sandbox, DockerSandbox):
+        for name in ("kill", "kill -9", "killpg", "kill -1", "signal 0", "pidfd"):
+            assert f"{name} refused 1" in said, said  # EPERM
+        assert "tgkill -1 1" in said, said
+    assert sandbox.run(["true"], files={}, limits=Limits()).ok
+
+
 def test_tmp_and_shm_residue_stays_in_the_job(sandbox: Sandbox) -> None:
     name = f"evolve-residue-{uuid.uuid4().hex[:12]}"
     said, ok, _ = run(  # a container's /tmp is read-only: its work dir is the scratch space

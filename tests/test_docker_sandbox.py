@@ -19,7 +19,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from evolve.sandbox import Limits, SandboxUnavailable, open_sandbox
+from evolve.sandbox import Limits, RunResult, SandboxUnavailable, open_sandbox
 from sandboxes import DockerSandbox, docker_available
 from sandboxes.docker import LABEL, OWNER_HOST, OWNER_PID, reap_stale
 
@@ -230,23 +230,51 @@ def test_many_jobs_share_one_server(sandbox: DockerSandbox) -> None:
     assert len(servers) == 1 and sandbox.container_id == container
 
 
-def test_a_job_that_kills_the_server_fails_and_the_next_gets_a_new_server(
+def test_a_jobs_signals_cannot_reach_the_server(sandbox: DockerSandbox) -> None:
+    before, container = server_pid(sandbox), sandbox.container_id
+    result = sandbox.run(
+        ["sh", "-c", "kill -9 -1; kill -STOP $PPID; echo $?"], files={}, limits=Limits()
+    )
+    assert result.ok and result.stdout == b"1\n", result.stderr  # each refused: EPERM
+    assert server_pid(sandbox) == before and sandbox.container_id == container
+
+
+def meddled_during_a_job(
+    sandbox: DockerSandbox, script: str, meddling: list[str], limits: Limits
+) -> RunResult:
+    """The job's result after `meddling` ran in its container, as uid 1000, once the job's
+    `sleep` started: what only something beside the job could do to its server."""
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(sandbox.run, ["sh", "-c", script], files={}, limits=limits)
+        container, waited = None, time.monotonic()
+        while time.monotonic() - waited < 60:
+            container = container or sandbox.container_id
+            if container and docker.from_env().containers.get(container).exec_run(
+                ["pgrep", "-x", "sleep"], user="1000"
+            ).exit_code == 0:
+                break
+            time.sleep(0.05)
+        docker.from_env().containers.get(container).exec_run(meddling, user="1000")
+        return running.result()
+
+
+def test_a_server_killed_under_a_job_fails_it_and_the_next_gets_a_new_server(
     sandbox: DockerSandbox,
 ) -> None:
     before, container = server_pid(sandbox), sandbox.container_id
-    result = sandbox.run(["sh", "-c", "kill -9 -1"], files={}, limits=Limits())
-    assert not result.ok and result.signal == signal.SIGKILL
-    assert "supervisor died" in result.stderr.decode()
+    result = meddled_during_a_job(sandbox, "sleep 30", ["kill", "-9", "-1"], Limits())
+    assert not result.ok and "supervisor died" in result.stderr.decode()
     assert server_pid(sandbox) != before and sandbox.container_id == container
 
 
-def test_a_job_that_outlives_the_server_it_killed_loses_the_container(
+def test_a_job_that_outlives_its_killed_server_loses_the_container(
     sandbox: DockerSandbox,
 ) -> None:
     """A survivor could tamper with the next server as it starts, before it locks itself."""
+    server = server_pid(sandbox).decode().strip()
     container = sandbox.container_id
-    escape = "setsid sleep 1000 > /dev/null 2>&1 & sleep 0.2; kill -9 $PPID"
-    result = sandbox.run(["sh", "-c", escape], files={}, limits=Limits())
+    escape = "setsid sleep 1000 > /dev/null 2>&1 & sleep 30"
+    result = meddled_during_a_job(sandbox, escape, ["kill", "-9", server], Limits())
     assert not result.ok and "replaced" in result.stderr.decode()
     look = sandbox.run(["sh", "-c", "pgrep -c -u sandbox -x sleep"], files={}, limits=Limits())
     assert look.stdout == b"0\n" and sandbox.container_id != container
@@ -270,9 +298,9 @@ def test_a_container_killed_from_outside_is_replaced(sandbox: DockerSandbox) -> 
 def test_a_stopped_supervisor_meets_the_host_deadline() -> None:
     """If the in-container supervisor cannot kill the job, the host kills the container."""
     with closing(DockerSandbox(grace_s=1)) as box:
-        result = box.run(
-            ["sh", "-c", "kill -STOP $PPID; sleep 1000"], files={}, limits=Limits(timeout_s=1)
-        )
+        server = server_pid(box).decode().strip()
+        meddling = ["kill", "-STOP", server]
+        result = meddled_during_a_job(box, "sleep 1000", meddling, Limits(timeout_s=5))
         assert result.timed_out and "container was killed" in result.stderr.decode()
         assert box.container_id is None
         assert box.run(["true"], files={}, limits=Limits()).ok

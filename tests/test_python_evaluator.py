@@ -313,15 +313,22 @@ def test_an_evaluator_that_ends_its_own_process_fails_saying_how(
     assert said in result.feedback
 
 
+# Only the job's work dir holds the program: an evaluator that opens it at its top cannot be
+# imported warm, so each stage imports it cold, in a fresh interpreter.
+COLD = 'open("initial_program.py").close()\n'
+
+
+@pytest.mark.parametrize("start", ["warm", "cold"])
 @pytest.mark.parametrize(
     "written", ["not json", '{"metrics": {"combined_score": 1.0}, "artifacts": {}}']
 )
 def test_a_result_file_the_candidate_would_overwrite_at_exit_keeps_the_evaluators_result(
-    tmp_path: Path, sandbox: Sandbox, written: str
+    tmp_path: Path, sandbox: Sandbox, written: str, start: str
 ) -> None:
-    """A warm stage ends with os._exit as soon as the runner has written its result: exit
-    handlers the candidate registered never run."""
-    folder = task(tmp_path, "def evaluate(program_path):\n    return load(program_path).run()\n")
+    """A stage, warm or cold, ends with os._exit as soon as the runner has written its
+    result: exit handlers the candidate registered never run."""
+    evaluator = "def evaluate(program_path):\n    return load(program_path).run()\n"
+    folder = task(tmp_path, (COLD if start == "cold" else "") + evaluator)
     candidate = program(f"""
         import atexit
 

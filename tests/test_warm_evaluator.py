@@ -159,16 +159,18 @@ def test_a_candidate_cannot_trace_read_or_write_through_the_warm_parent(
     assert run(evaluator, sandbox, "SCORE = 0.75").metrics["combined_score"] == 0.75
 
 
-def test_a_candidate_that_kills_the_warm_parent_fails_alone(
+def test_a_candidate_can_neither_kill_nor_stop_the_warm_parent(
     evaluator: PythonEvaluator, sandbox: Sandbox
 ) -> None:
-    killed = run(evaluator, sandbox, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
-    assert killed.status != "ok"
-    assert "supervisor died" in killed.feedback
+    for how in ("SIGKILL", "SIGSTOP"):
+        code = f"import os, signal\nos.kill(os.getppid(), signal.{how})"
+        meddled = run(evaluator, sandbox, code)
+        assert meddled.status != "ok"
+        assert "PermissionError: [Errno 1] Operation not permitted" in meddled.feedback
     after = run(evaluator, sandbox, "SCORE = 0.75")
     assert after.status == "ok", after.feedback
     assert after.metrics["combined_score"] == 0.75
-    assert after.metrics["parent"] == after.metrics["imported_by"]  # a fresh server, warm again
+    assert after.metrics["parent"] == after.metrics["imported_by"]  # the same server, warm
 
 
 def test_an_evaluator_that_fails_to_import_reports_its_error_at_every_stage(

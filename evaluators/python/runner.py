@@ -8,7 +8,8 @@ standard library only:
 It imports EVALUATOR (a path in the work dir), calls FUNCTION(PROGRAM's absolute path),
 turns what comes back into plain numbers and strings, and writes them as JSON to RESULT:
 {"metrics": {...}, "artifacts": {...}}, or {"error": traceback} when the call raised. It
-exits 0 whenever it wrote RESULT; how the job ended otherwise is the sandbox's to report.
+exits 0 whenever it wrote RESULT, with os._exit, so that no exit handler the candidate
+registered runs after; how the job ended otherwise is the sandbox's to report.
 
 A warm sandbox (see sandboxes/supervise.py) imports this file once and calls `warm(EVALUATOR)`
 there, so that the evaluator and whatever it imports load once per sandbox server; each stage
@@ -183,4 +184,9 @@ def write(result: str, outcome: dict[str, Any]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(cold(sys.argv[1:]))
+    # As a warm stage does: no exit handler or finalizer of the candidate's runs once the
+    # result is written, so none can rewrite it.
+    code = cold(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
