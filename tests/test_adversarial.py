@@ -420,6 +420,22 @@ static void *finish(void *unused) {{
 #include <sys/resource.h>
 #define MEDDLED(what) { fprintf(stderr, "meddled: " what "\\n"); meddled = 1; }""",
         ),
+        "made_at_start": (
+            "",
+            """#include <sys/stat.h>
+__attribute__((constructor)) static void made(void) { mkdir("made-at-start", 0700); }""",
+        ),
+        "changed_timer": (
+            f"""if ({TIMED}) {{ FILE *f = fopen("timer.py", "a");
+    if (f) {{ fputs("# appended\\n", f); fclose(f); }} }}""",
+            "",
+        ),
+        "removed_seed": (f"if ({TIMED}) unlink(\"reference\");", ""),
+        "tmp_cache": (
+            f"""if ({TIMED}) {{ mkdir("/tmp/evolve-cache", 0700);
+    FILE *f = fopen("/tmp/evolve-cache/C", "w"); if (f) fclose(f); }}""",
+            "#include <sys/stat.h>",
+        ),
         "side_channels": (
             f"""if ({TIMED}) {{ int meddled = 0; char ring_params[120] = {{0}};
     long ring = syscall(SYS_io_uring_setup, 4, ring_params);
@@ -454,6 +470,9 @@ CAUGHT = {
     "fork_helper": ("measure_failed", "blocked: fork"),
     "meddle": ("measure_failed", "blocked: kill, setpriority and ptrace"),
     "side_channels": ("measure_failed", "blocked: io_uring, fallocate and userfaultfd"),
+    "made_at_start": ("measure_failed", "as the kernels started, the files changed: created"),
+    "changed_timer": ("measure_failed", "changed ./timer.py"),
+    "removed_seed": ("measure_failed", "removed ./reference"),
 }
 GAINS_NOTHING = ("input_keyed_cache",)
 # A thread left computing after the call returned: caught by the output copied while the
@@ -461,7 +480,9 @@ GAINS_NOTHING = ("input_keyed_cache",)
 # returned (one CPU, a short kernel), in which case it gained nothing.
 EITHER = {"background_finish": ("measure_failed", "wrong output")}
 # Both backends give each job a /dev/shm of its own, which the timer watches.
-CAUGHT["shm_cache"] = ("measure_failed", "/dev/shm/evolve-cache-")
+CAUGHT["shm_cache"] = ("measure_failed", "created /dev/shm/evolve-cache-")
+# Docker's /tmp is read-only (the cache is never written); bubblewrap's is the job's own.
+EITHER["tmp_cache"] = ("measure_failed", "created /tmp/evolve-cache")
 
 CHEAT_TASK = """name: cheats
 seed: seed.c

@@ -167,6 +167,12 @@ def _fail_on(report: dict, params: CKernelParams) -> None:
     said = f"\nthe kernel's output:\n{log}" if log else ""
     if failure is not None:
         call = failure["call"]
+        if failure["kind"] == "files":
+            raise StageFailed(
+                f"{failure['message']}. Kernels may not create, change or remove files: the "
+                "times and outputs are the timer's, and every call has fresh inputs, so no "
+                f"cache can pay off{said}"
+            )
         if failure["kind"] == "gave_up":
             raise StageFailed(
                 f"gave up on the candidate at call {call + 1}: it ran past "
@@ -180,12 +186,6 @@ def _fail_on(report: dict, params: CKernelParams) -> None:
                 "Kernels may not signal, trace or re-prioritise other processes"
             )
         raise StageFailed(f"timed call {call + 1}: {failure['message']}{said}")
-    if report["new_files"]:
-        raise StageFailed(
-            f"the kernel created files while it was timed: {', '.join(report['new_files'])}. "
-            "Kernels may not write files: the times and outputs are the timer's, and every "
-            "call has fresh inputs, so no cache can pay off"
-        )
 
 
 def _judge(calls: list[dict], outputs: bytes | None, trials: list[Trial]) -> None:

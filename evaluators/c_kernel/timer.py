@@ -40,6 +40,7 @@ import mmap
 import os
 import select
 import signal
+import stat
 import struct
 import sys
 import time
@@ -48,7 +49,10 @@ PAGE = 4096
 SHARED_FD, GO_FD, DONE_FD = 3, 4, 5  # as driver.c expects them
 LOG_TAIL = 2000
 QUIT_GRACE_S = 2.0
-SCRATCH = "/dev/shm"
+# Watched for changes with the work dir where they are the job's own (Docker's, bubblewrap's).
+SCRATCH = ("/tmp", "/dev/shm")
+WATCH_CAP = 10_000  # entries a snapshot lists at most
+MAX_CHANGES_NAMED = 8
 
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 38, 22, 2
 LD_ABS, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06  # classic BPF opcodes
@@ -223,12 +227,17 @@ class Arena:
 class Kernel:
     """One kernel process, stopped whenever it is not inside its own call."""
 
+    @staticmethod
+    def log_name(name: str) -> str:
+        """The file in the work dir that holds the kernel's stderr."""
+        return f"kernel-{name}.log"
+
     def __init__(self, name: str, argv: list[str], arena: Arena) -> None:
         self.name = name
         self.arena = arena
         go_read, self.go = os.pipe()
         self.done, done_write = os.pipe()
-        self.log_path = f"kernel-{name}.log"
+        self.log_path = self.log_name(name)
         log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         self.pid = os.fork()
         if self.pid == 0:
@@ -361,11 +370,49 @@ def _how(info: os.waitid_result | None) -> str:
     return f"killed by signal {info.si_status} ({name})"
 
 
-def _entries(directory: str) -> set[str]:
-    try:
-        return {os.path.join(directory, name) for name in os.listdir(directory)}
-    except OSError:
-        return set()
+def _snapshot(roots: list[str], skip: set[str]) -> dict[str, tuple[int, int, int, int]]:
+    """Every entry under `roots`, links not followed, by path: its inode, mode, size and
+    modification time; at most WATCH_CAP entries (a kernel that made more has changed
+    something anyway)."""
+    seen: dict[str, tuple[int, int, int, int]] = {}
+    folders = list(roots)
+    while folders and len(seen) < WATCH_CAP:
+        try:
+            entries = list(os.scandir(folders.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.path in skip:
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            seen[entry.path] = (st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns)
+            if stat.S_ISDIR(st.st_mode):
+                folders.append(entry.path)
+    return seen
+
+
+def _changes(before: dict, after: dict) -> list[str]:
+    """What differs between two snapshots, as "created PATH", "removed PATH", "changed PATH"."""
+    created = [f"created {path}" for path in sorted(after.keys() - before.keys())]
+    removed = [f"removed {path}" for path in sorted(before.keys() - after.keys())]
+    changed = [
+        f"changed {path}" for path in sorted(before.keys() & after.keys())
+        if before[path] != after[path]
+    ]  # fmt: skip
+    return created + removed + changed
+
+
+def _watch_files(watched: list[str], skip: set[str], before: dict, when: str, program: str) -> None:
+    """CallFailed naming the files a kernel created, removed or changed, if it did."""
+    changes = _changes(before, _snapshot(watched, skip))
+    if changes:
+        shown = ", ".join(changes[:MAX_CHANGES_NAMED])
+        if len(changes) > MAX_CHANGES_NAMED:
+            shown += f" and {len(changes) - MAX_CHANGES_NAMED} more"
+        raise CallFailed("files", program, f"{when} the files changed: {shown}")
 
 
 def run(spec: dict, inputs: bytes) -> dict:
@@ -374,17 +421,21 @@ def run(spec: dict, inputs: bytes) -> dict:
     calls: list[dict] = []
     outputs: list[bytes] = []
     report: dict = {"calls": calls, "failure": None, "confined": os.uname().machine in ARCHES}
-    watched = [".", SCRATCH] if spec["watch_scratch"] else ["."]
+    watched = [".", *SCRATCH] if spec["watch_scratch"] else ["."]
+    logs = {os.path.join(".", Kernel.log_name(name)) for name in spec["start_order"]}
+    skipped = {*logs, os.path.realpath(".")}  # the work dir, seen again from /tmp: once is enough
     try:
         arena = Arena(size_in, size_out)
+        before = _snapshot(watched, skipped)  # before any kernel runs: constructors run at start
         for name in spec["start_order"]:
             kernels[name] = Kernel(name, spec["programs"][name], arena)
-        before = set().union(*(_entries(d) for d in watched))
+        _watch_files(watched, skipped, before, "as the kernels started,", "candidate")
         limit_s = None
         for program, index, pair in spec["schedule"]:
             data = inputs[index * size_in : (index + 1) * size_in]
             limit = limit_s if program == "candidate" else None
             seconds, cpu_seconds, output = kernels[program].call(data, limit)
+            _watch_files(watched, skipped, before, f"during {program}'s timed call,", program)
             calls.append(
                 {
                     "program": program,
@@ -401,6 +452,7 @@ def run(spec: dict, inputs: bytes) -> dict:
                 report["limit_s"] = limit_s
         for kernel in kernels.values():
             kernel.quit()
+        _watch_files(watched, skipped, before, "as the kernels ended,", "candidate")
     except CallFailed as failure:
         report["failure"] = {
             "kind": failure.kind,
@@ -412,10 +464,6 @@ def run(spec: dict, inputs: bytes) -> dict:
         for kernel in kernels.values():
             kernel.kill()
     report["logs"] = {name: kernel.log_tail() for name, kernel in kernels.items()}
-    if report["failure"] is None:
-        logs = {os.path.join(".", k.log_path) for k in kernels.values()}
-        after = set().union(*(_entries(d) for d in watched))
-        report["new_files"] = sorted(after - before - logs)
     with open("outputs.bin", "wb") as out:
         for output in outputs:
             out.write(output)
