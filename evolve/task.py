@@ -146,6 +146,12 @@ class LLMSpec(Strict):
     finisher_share: float = Field(
         0.2, ge=0, lt=1, description="share of proposals that tune model-made children's knobs"
     )
+    same_failures: int = Field(
+        20,
+        ge=1,
+        description="model proposals in a row failing the same way, before any brought back "
+        "a program, that stop the run",
+    )
 
 
 class ChampionSpec(Strict):

@@ -104,7 +104,8 @@ def operators_and_models(facts: RunFacts) -> Safe:
             [
                 (
                     f"{s.provider}:{s.model}",
-                    *(s.calls, s.failed, s.input_tokens, s.output_tokens, usd(s.cost_usd)),
+                    *(s.calls, s.failed, s.input_tokens, s.output_tokens),
+                    _cost(s.cost_usd, s.input_tokens + s.output_tokens),
                 )
                 for s in facts.spend
             ],
@@ -113,6 +114,11 @@ def operators_and_models(facts: RunFacts) -> Safe:
         ),
     ]
     return join(parts)
+
+
+def _cost(value: float, tokens: int) -> str:
+    """A model in no price table is charged 0.0, which is not what it costs."""
+    return "unpriced" if value == 0 and tokens > 0 else usd(value)
 
 
 def _tally_table(what: str, tallies: list[operators.Tally]) -> Safe:
@@ -132,7 +138,7 @@ def _tally_table(what: str, tallies: list[operators.Tally]) -> Safe:
                 t.improved,
                 number(t.gain),
                 number(t.best_gain),
-                usd(t.cost_usd),
+                _cost(t.cost_usd, t.tokens),
                 t.tokens,
                 usd(t.cost_per_improvement),
             )
