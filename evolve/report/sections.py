@@ -121,6 +121,14 @@ def _cost(value: float, tokens: int) -> str:
     return "unpriced" if value == 0 and tokens > 0 else usd(value)
 
 
+def _tally_costs(tally: operators.Tally) -> tuple[str, int, str]:
+    """USD, tokens and USD per improvement; an unpriced model's improvements have no price
+    either."""
+    spent = _cost(tally.cost_usd, tally.tokens)
+    each = spent if spent == "unpriced" else usd(tally.cost_per_improvement)
+    return spent, tally.tokens, each
+
+
 def _tally_table(what: str, tallies: list[operators.Tally]) -> Safe:
     return table(
         [
@@ -138,9 +146,7 @@ def _tally_table(what: str, tallies: list[operators.Tally]) -> Safe:
                 t.improved,
                 number(t.gain),
                 number(t.best_gain),
-                _cost(t.cost_usd, t.tokens),
-                t.tokens,
-                usd(t.cost_per_improvement),
+                *_tally_costs(t),
             )
             for t in tallies
         ],
@@ -336,16 +342,17 @@ def setting(facts: RunFacts) -> Safe:
 
 def _budgets(facts: RunFacts) -> Safe:
     budget = facts.task.budget
+    tokens = sum(s.input_tokens + s.output_tokens for s in facts.spend)
     rows: list[tuple[str, float, float | None, Callable[[Any], str]]] = [
         ("wall time", facts.run.wall_s_used, budget and budget.wall_time_s, duration),
         ("candidates", len(facts.candidates), budget and budget.candidates, str),
-        ("model spend", sum(s.cost_usd for s in facts.spend), budget and budget.usd, usd),
         (
-            "model tokens",
-            sum(s.input_tokens + s.output_tokens for s in facts.spend),
-            budget and budget.tokens,
-            str,
+            "model spend",
+            sum(s.cost_usd for s in facts.spend),
+            budget and budget.usd,
+            lambda value: _cost(value, tokens),
         ),
+        ("model tokens", tokens, budget and budget.tokens, str),
     ]
     return table(
         ["budget", "used", "limit", "share used"],
