@@ -21,7 +21,7 @@ from typing import Any
 
 from evolve.proposal_outcomes import Outcome
 
-SAME_FAILURES = 20  # the default limit
+SAME_FAILURES = 20  # the default of llm.same_failures
 
 # What each failure is, and what to change, by the proposal outcome (or, where every
 # attempt failed, by the status of the last).
@@ -66,7 +66,7 @@ class FailureStreak:
     """Told how each model proposal ended, in the order the driver settles them; `failure`
     is the line the run stops with, once there is one."""
 
-    def __init__(self, limit: int = SAME_FAILURES) -> None:
+    def __init__(self, limit: int) -> None:
         self.limit = limit
         self.works = False  # a model proposal brought back a program
         self.kind: str | None = None

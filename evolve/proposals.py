@@ -32,7 +32,7 @@ from evolve.briefing import Briefing
 from evolve.budgets import Budgets
 from evolve.candidate_cache import CandidateCache
 from evolve.events import Event, EventLog
-from evolve.failure_streak import FailureStreak
+from evolve.failure_streak import SAME_FAILURES, FailureStreak
 from evolve.knobs import find_knobs
 from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Mutator, Proposal
 from evolve.mutators.llm import key_names, model_config
@@ -109,7 +109,7 @@ class Proposer:
         self.to_finish: deque[int] = deque(maxlen=FINISH_KEPT)
         self.proposals = self.finishes = 0
         # Why the model path cannot work, once it is known: the run then stops.
-        self.streak = FailureStreak(spec.llm.same_failures if spec.llm else 1)
+        self.streak = FailureStreak(spec.llm.same_failures if spec.llm else SAME_FAILURES)
 
     def restore(self, programs: Sequence[tuple[int, Program]]) -> None:
         """Close what a stopped driver left in flight, and index the run's `programs`."""
