@@ -5,9 +5,10 @@ Two things end it. A refusal (a key refused, a model the server does not know: t
 proposal outcome "refused") ends it at once, with the client's one line
 (evolve/llm/failures.py). And while no model proposal of the run has yet brought back a
 program, the same failure `limit` times in a row ends it: unparseable replies, edits
-outside the EVOLVE-BLOCKs, empty replies, or requests that every attempt of which met a
-server error or a timeout (each such attempt counts once, so a server that answers 500 to
-everything is given up on after `limit` attempts, not `limit` proposals of retries).
+outside the EVOLVE-BLOCKs, empty replies, requests that fail alike (an HTTP 400), or
+requests whose every attempt met a server error or a timeout (each such attempt counts
+once, so a server that answers 500 to everything is given up on after `limit` attempts,
+not `limit` proposals of retries).
 
 Once a model proposal has brought back a program, the model path is known to work: its
 later failures are a search that found nothing (the fruitless stop, evolve/budgets.py) or
