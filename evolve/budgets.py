@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 
 from evolve.llm import LLMCall
+from evolve.llm.prices import shown_cost
 from evolve.store import Store
 from evolve.task import Budget
 
@@ -109,4 +110,5 @@ class Budgets:
         budget = self.budget
         usd = f" of ${budget.usd:g}" if budget.usd is not None else ""
         tokens = f" of {budget.tokens:,}" if budget.tokens is not None else ""
-        return f"models ${self.spent_usd:.4f}{usd}, {self.spent_tokens:,} tokens{tokens}"
+        cost = shown_cost(self.spent_usd, self.spent_tokens)
+        return f"models {cost}{usd}, {self.spent_tokens:,} tokens{tokens}"

@@ -10,6 +10,7 @@ The loop only ties its parts together; each concern lives in its own module:
   which operator proposes  evolve/proposals.py
   who is crowned           evolve/champion.py
   what may still be spent  evolve/budgets.py, evolve/outage.py
+  when models cannot work  evolve/failure_streak.py
   keeping workers busy     evolve/dispatch.py, evolve/pool.py, evolve/watchdog.py
   what the board is told   evolve/events.py, evolve/leaders.py
 """
@@ -60,6 +61,7 @@ class Outcome:
     reason: str  # why the loop ended
     best: CandidateRecord | None
     seed_id: int
+    failure: str | None = None  # why the run failed, where the model path cannot work
 
 
 class Engine:
@@ -170,7 +172,7 @@ class Engine:
             if self.reader is not None:
                 ray.kill(self.reader)
         best = self.store.candidate(self.champion.best[0]) if self.champion.best else None
-        return Outcome(self.run_name, reason, best, self.seed_id)
+        return Outcome(self.run_name, reason, best, self.seed_id, self.proposer.streak.failure)
 
     def _loop(self) -> str:
         ready: list[ray.ObjectRef] = []
@@ -179,6 +181,8 @@ class Engine:
             # one commit per wait.
             with self.store.turn():
                 self._take(ready)
+                if failure := self.proposer.streak.failure:
+                    return failure  # what is in flight is abandoned (see `run`)
                 overtime = self.budgets.overtime_s()
                 if overtime is None:
                     self.dispatch.submit(self.rng)

@@ -32,6 +32,7 @@ from evolve.runlog import run_log
 from evolve.runs import new_run_name, run_dir
 from evolve.sandbox_choice import usable_sandbox
 from evolve.store import CandidateRecord, RunRecord, Store
+from evolve.store.schema import PENDING
 from evolve.task import ModelSpec
 from evolve.taskfile import LoadedTask, TaskFileError, changed_files, make_evaluator, parse_task
 from evolve.ui.console import console, errors
@@ -273,7 +274,7 @@ def execute(
                 observer=observer, holds_run=heartbeat.holds,
             )  # fmt: skip
             outcome = engine.run()
-            barren = _evolved_nothing(store, engine, outcome)
+            barren = outcome.failure or _evolved_nothing(store, engine, outcome)
             if barren:
                 log.error("%s", barren)
     except lease.RunTakenOver:
@@ -328,12 +329,15 @@ def execute(
 
 
 def _evolved_nothing(store: Store, engine: Engine, outcome: Outcome) -> str | None:
-    """Why a run that stopped before its budget was spent had no child pass: whatever it
-    proposed failed, repeated a program, or could not be made. None where a budget ended
-    it or a child passed: that run evolved, whether or not it beat the seed."""
-    if engine.budgets.spent_reason(engine.added) is not None:
+    """Why a run had no child pass: whatever it proposed failed, repeated a program, or
+    could not be made. None where a child passed, or where a budget ended the run after a
+    child was evaluated: that run evolved, whether or not it beat the seed. A run that
+    spent its budget without evaluating a single child tried nothing, and failed."""
+    counts = store.status_counts(outcome.run_name)
+    if counts.get(OK, 0) > 1:  # the seed, and a child
         return None
-    if store.status_counts(outcome.run_name).get(OK, 0) > 1:  # the seed, and a child
+    evaluated = sum(n for status, n in counts.items() if status != PENDING)
+    if engine.budgets.spent_reason(engine.added) is not None and evaluated > 1:
         return None
     outcomes: Counter[str] = Counter()
     reasons: Counter[str] = Counter()

@@ -8,6 +8,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from evolve.llm.circuit import Refused
 from evolve.llm.hooks import CallHooks, SentCalls, hooked
 from evolve.mutators.base import MutationError, MutationRequest, Mutator, Proposal
 from evolve.proposal_outcomes import Outcome
@@ -28,7 +29,8 @@ def make_proposal(
     """`keys` are the model keys, sent with each proposal rather than found in the worker's
     environment (which holds none): see evolve/secrets.py. `hooks` write each model call
     to the ledger as it completes (evolve/llm/hooks.py's `SentCalls` says when that is
-    waited for) and hold requests while the provider's circuit is open.
+    waited for) and hold requests while the provider's circuit is open, or turn them
+    away, unsent, once the provider refused the run's key or model.
     Called in the driver for the autotuner, whose microseconds of work a Ray task would
     cost a hundred times over; everything else calls it in a proposal worker."""
     sent: SentCalls | None = None
@@ -38,6 +40,8 @@ def make_proposal(
             result = mutator.propose(request)
     except MutationError as exc:
         result = MutationFailed(str(exc), exc.calls, outcome=exc.outcome)
+    except Refused as exc:  # the run stops on the refusal another request met
+        result = MutationFailed(str(exc), outcome="interrupted")
     except Exception as exc:
         result = MutationFailed(f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())
     if sent is not None:  # calls the result lacks, the engine reads from the ledger

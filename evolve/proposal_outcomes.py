@@ -13,6 +13,7 @@ Outcome = Literal[
     "outside_block",  # the edit touched code outside the EVOLVE-BLOCKs
     "empty",  # the model replied with nothing
     "retries_exhausted",  # every attempt failed: 429s, 5xx, timeouts, errors
+    "refused",  # the provider refused the key or the model: the run stops
     "out_of_turns",  # the agent used its turns or its token cap without submitting
     "budget",  # a budget (candidates, USD, tokens) was reached before it could be kept
     "failed",  # any other reason the mutator gave, or a crash (its traceback is logged)
@@ -27,6 +28,7 @@ OUTCOMES: tuple[Outcome, ...] = (
     "outside_block",
     "empty",
     "retries_exhausted",
+    "refused",
     "out_of_turns",
     "budget",
     "failed",

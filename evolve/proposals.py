@@ -32,6 +32,7 @@ from evolve.briefing import Briefing
 from evolve.budgets import Budgets
 from evolve.candidate_cache import CandidateCache
 from evolve.events import Event, EventLog
+from evolve.failure_streak import SAME_FAILURES, FailureStreak
 from evolve.knobs import find_knobs
 from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Mutator, Proposal
 from evolve.mutators.llm import key_names, model_config
@@ -107,6 +108,8 @@ class Proposer:
         # Model-made children that passed, tuned in turn by the autotuner (the finisher).
         self.to_finish: deque[int] = deque(maxlen=FINISH_KEPT)
         self.proposals = self.finishes = 0
+        # Why the model path cannot work, once it is known: the run then stops.
+        self.streak = FailureStreak(spec.llm.same_failures if spec.llm else SAME_FAILURES)
 
     def restore(self, programs: Sequence[tuple[int, Program]]) -> None:
         """Close what a stopped driver left in flight, and index the run's `programs`."""
@@ -195,7 +198,7 @@ class Proposer:
         if isinstance(proposal, MutationFailed):
             if proposal.trace:
                 log.error("%s crashed on #%d:\n%s", job.mutator, job.parent.id, proposal.trace)
-            if proposal.outcome != "interrupted":  # the run's stop is news enough
+            if proposal.outcome not in ("interrupted", "refused"):  # the run's stop says it
                 text = f"{job.mutator} failed on #{job.parent.id}: {proposal.reason}"
                 self.events.emit(Event("failure", text))
             self.admission.settle(job, proposal.outcome, proposal.calls, detail=proposal.reason)
@@ -204,8 +207,12 @@ class Proposer:
             if not paid and job.mutator in LLM_OPERATORS and isinstance(job.proposal_id, int):
                 paid = self.store.proposal_calls(job.proposal_id)
             self._spend(paid, job.arm)
+            if job.mutator in LLM_OPERATORS:
+                self.streak.failed(proposal.outcome, proposal.reason, paid)
             return None
         self._spend(proposal.calls, job.arm)
+        if job.mutator in LLM_OPERATORS:
+            self.streak.produced()
         if not room:
             self.admission.settle(
                 job, "budget", proposal.calls, detail="the candidate budget is full"

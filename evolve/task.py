@@ -14,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from evolve.failure_streak import SAME_FAILURES
 from evolve.pip_requirements import requirement
 from evolve.runs import NAME_PATTERN
 from evolve.sandbox import Limits, Sandbox, open_sandbox
@@ -145,6 +146,12 @@ class LLMSpec(Strict):
     )
     finisher_share: float = Field(
         0.2, ge=0, lt=1, description="share of proposals that tune model-made children's knobs"
+    )
+    same_failures: int = Field(
+        SAME_FAILURES,
+        ge=1,
+        description="model proposals in a row failing the same way, before any brought back "
+        "a program, that stop the run",
     )
 
 

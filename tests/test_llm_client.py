@@ -202,7 +202,7 @@ def test_a_whitespace_reply_counts_as_empty(server: ScriptedLLMServer, waits: li
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_a_rejected_key_is_not_retried_and_the_error_names_the_env_var(
+def test_a_rejected_key_is_refused_not_retried_and_the_error_names_the_env_var(
     server: ScriptedLLMServer, waits: list[float], model: str
 ) -> None:
     provider = model.split(":")[0]
@@ -212,12 +212,28 @@ def test_a_rejected_key_is_not_retried_and_the_error_names_the_env_var(
 
     assert completion.text is None
     (call,) = completion.calls
-    assert call.status == "error"
-    assert "401" in (call.error or "") and KEY_ENVS[provider] in (call.error or "")
+    assert call.status == "refused"
+    assert call.error == (
+        f"{model} refused the key in {KEY_ENVS[provider]} (HTTP 401: Incorrect API key "
+        "provided: [redacted]): set a valid key"
+    )
     assert len(server.requests) == 1 and waits == []
 
 
-@pytest.mark.parametrize("status", [400, 403, 404, 422])
+@pytest.mark.parametrize("status", [403, 404])
+def test_a_key_without_access_or_an_unknown_model_is_refused(
+    server: ScriptedLLMServer, waits: list[float], status: int
+) -> None:
+    server.then(Fail(status, "no such model for you"), Reply("unused"))
+
+    (call,) = ask(client(MODELS[0], waits)).calls
+
+    assert call.status == "refused"
+    assert f"(HTTP {status}: no such model for you)" in (call.error or "")
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("status", [400, 422])
 def test_other_client_errors_are_not_retried(
     server: ScriptedLLMServer, waits: list[float], status: int
 ) -> None:
@@ -239,7 +255,7 @@ def test_a_missing_key_fails_before_any_request_and_says_which_env_var_to_set(
 
     (call,) = ask(client(MODELS[1], waits)).calls
 
-    assert call.status == "error"
+    assert call.status == "refused"
     assert "set ANTHROPIC_API_KEY" in (call.error or "")
     assert server.requests == []
 
@@ -255,7 +271,7 @@ def test_the_key_from_the_env_is_sent_and_appears_in_no_record(
 
     assert [request.api_key for request in server.requests] == [key, key]
     assert all(key not in str(value) for request in server.requests for value in request.headers)
-    assert statuses(completion.calls) == ["rate_limited", "error"]
+    assert statuses(completion.calls) == ["rate_limited", "refused"]
     assert key not in repr(completion.calls)
 
 

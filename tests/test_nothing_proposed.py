@@ -86,7 +86,7 @@ def test_a_run_whose_every_proposal_fails_ends_failed_saying_why(tmp_path: Path)
 
 
 def test_a_model_that_refuses_every_request_ends_the_run_failed(tmp_path: Path) -> None:
-    """A wrong key at a real server: every request is refused, and the run says so."""
+    """A wrong key at a real server: the first refusal ends the run, and says so."""
     with ScriptedLLMServer(default=Fail(401, "invalid api key")) as server:
         config = primary_secondary(api_base=server.openai_url, iterations=50, workers=1)
         folder = folder_with(tmp_path / "guess", config)
@@ -96,12 +96,14 @@ def test_a_model_that_refuses_every_request_ends_the_run_failed(tmp_path: Path) 
     assert shown.returncode == 1, shown.stdout
     lines = shown.stdout.splitlines()
     assert lines[0].startswith("models: small-model at "), lines[0]
-    assert lines[-1].startswith("error: nothing could be proposed: "), lines[-1]
-    assert "diff: no usable reply from the model" in lines[-1]
+    assert lines[-1] == (
+        "error: openai-compatible:small-model refused the key in OPENAI_API_KEY "
+        "(HTTP 401: invalid api key): set a valid key"
+    ), lines[-1]
     store, run_name = the_run(results)
     outcomes = store.proposal_outcomes(run_name)
-    assert outcomes.get("failed", 0) >= 200 and "candidate" not in outcomes
-    assert requests >= outcomes["failed"], "each proposal asked the model"
+    assert outcomes.get("refused", 0) >= 1 and "candidate" not in outcomes
+    assert requests <= sum(outcomes.values()), "no proposal asked twice"
     assert store.get_run(run_name).status == "failed"  # type: ignore[union-attr]
 
 

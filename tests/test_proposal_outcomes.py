@@ -109,12 +109,14 @@ def test_429s_until_max_attempts_exhaust_the_retries(api: str) -> None:
     assert len(requests) == ATTEMPTS
 
 
-def test_a_refused_request_fails_and_a_storm_of_500s_exhausts_the_retries() -> None:
-    """A bad key is no outage: it must count toward the fruitless stop, or a run with a
-    wrong key would never end."""
+def test_a_refused_key_is_refused_and_a_storm_of_500s_exhausts_the_retries() -> None:
+    """A bad key is no outage: its proposal says "refused", with the line the run stops
+    with."""
     refused, _ = edit_failure("openai", "diff", Fail(401, "invalid key"))
-    assert refused.outcome == "failed"
-    assert [call.status for call in refused.calls] == ["error"]
+    assert refused.outcome == "refused"
+    assert [call.status for call in refused.calls] == ["refused"]
+    assert str(refused).endswith("refused the key in OPENAI_API_KEY (HTTP 401: invalid key): "
+                                 "set a valid key")  # fmt: skip
     overloaded = [Fail(529, retry_after=0) for _ in range(ATTEMPTS)]
     down, _ = edit_failure("anthropic", "diff", *overloaded)
     assert down.outcome == "retries_exhausted"

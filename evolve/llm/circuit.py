@@ -5,7 +5,16 @@ A provider that answers 429 or 5xx (or cannot be reached) opens its circuit: eve
 then waits instead of asking. The wait honours Retry-After, and without one backs off
 exponentially with jitter. When it is over, exactly one request goes through as a probe
 (half-open) while the others keep waiting: its success closes the circuit, its failure
-opens it again for longer.
+opens it again for longer. A server's Retry-After sets the wait, never this backoff: after
+a long outage, its own delay would outlast what the server asks. A provider whose
+circuits have heard no answer from it yet (a probe's, or any report but a 429, a 5xx or a
+timeout) is probed every second rather than ever more rarely: one that fails from the
+start is more likely misconfigured than overloaded, and the run's failure streak
+(evolve/failure_streak.py) ends such a run after a few dozen attempts, not an hour.
+
+A refusal (a key refused, an unknown model: status "refused") cannot get better by waiting:
+the circuit shuts for good, and every request still asked for is turned away with
+`Refused`, unsent, while the driver stops the run.
 
 `Circuit` is the pure state machine (a clock and a random source are injected, for tests);
 `ProviderCircuits` holds one per provider for all of a run's workers, in the proposal worker
@@ -37,7 +46,7 @@ from evolve.llm.records import Status
 
 log = logging.getLogger("evolve.llm.circuit")
 
-State = Literal["closed", "open", "half-open"]
+State = Literal["closed", "open", "half-open", "refused"]
 
 TRIPS: frozenset[Status] = frozenset({"rate_limited", "server_error"})
 BASE_S = 1.0
@@ -51,6 +60,13 @@ POLL_S = 1.0
 TRUST_S = 0.5
 
 _CAUSES: dict[Status, str] = {"rate_limited": "429s", "server_error": "server errors"}
+# Statuses that say nothing of whether the provider answers.
+_SILENT: frozenset[Status] = TRIPS | {"timeout"}
+
+
+class Refused(RuntimeError):
+    """A request not sent: its provider refused this run's key or model earlier, and the
+    run is stopping."""
 
 
 class Circuit:
@@ -70,13 +86,14 @@ class Circuit:
         self.state: State = "closed"
         self.backoffs = 0  # openings since it was last closed; sets the next delay
         self.cause: Status | None = None
+        self.answered = False  # whether a report said the provider answers (see above)
         self._until = 0.0  # open: when the wait ends; half-open: when the probe's lease ends
 
     def wait_s(self) -> float:
         """Seconds to wait before asking again; 0.0 lets the request go, and in half-open
         hands this caller the one probe."""
         now = self._clock()
-        if self.state == "closed":
+        if self.state in ("closed", "refused"):
             return 0.0
         if now < self._until:
             return self._until - now if self.state == "open" else min(POLL_S, self._until - now)
@@ -86,14 +103,22 @@ class Circuit:
 
     def report(self, status: Status, retry_after: float | None = None) -> None:
         """A 429 or 5xx opens the circuit (again, for longer, from half-open); one while it
-        is open (a request sent before it opened) only stretches the wait to its
-        Retry-After. Any other answer from half-open closes it. A timeout says nothing
-        about the provider: it frees the probe slot for the next caller."""
+        is open (a request sent before it opened) changes the wait only where it carries a
+        Retry-After, which then sets it. Any other answer from half-open closes it. A
+        timeout says nothing about the provider: it frees the probe slot for the next
+        caller. A refusal shuts it for the rest of the run."""
         now = self._clock()
-        if status in TRIPS:
+        if self.state == "refused":
+            return
+        if status not in _SILENT:
+            self.answered = True
+        if status == "refused":
+            self.state, self.cause = "refused", status
+        elif status in TRIPS:
             self.cause = status
             if self.state == "open":
-                self._until = max(self._until, now + self._capped(retry_after or 0.0))
+                if retry_after is not None:
+                    self._until = now + self._capped(retry_after)
             else:
                 self.backoffs += 1
                 self.state = "open"
@@ -108,6 +133,8 @@ class Circuit:
         """A short line for the live board; None while closed."""
         if self.state == "closed":
             return None
+        if self.state == "refused":
+            return "refused the key or model; the run stops"
         cause = _CAUSES.get(self.cause, "failures") if self.cause else "failures"
         backoff = f"({_ordinal(self.backoffs)} backoff)"
         left = self._until - self._clock()
@@ -116,11 +143,14 @@ class Circuit:
         return f"half-open, probing after {cause} {backoff}"
 
     def _delay(self, retry_after: float | None) -> float:
-        """Exponential with jitter, and never shorter than the server asked (up to the cap:
-        one probe per cap costs little and notices a provider that is back early)."""
-        ceiling = min(self.cap_s, self.base_s * 2 ** (self.backoffs - 1))
-        jittered = ceiling * self._rng.uniform(0.5, 1.0)
-        return max(jittered, self._capped(retry_after or 0.0))
+        """What the server asked (up to the cap: one probe per cap costs little and notices
+        a provider that is back early); without a Retry-After, exponential with jitter, or
+        where the provider has never answered, a second with jitter."""
+        if retry_after is not None:
+            return self._capped(retry_after)
+        doublings = self.backoffs - 1 if self.answered else 0
+        ceiling = min(self.cap_s, self.base_s * 2**doublings)
+        return ceiling * self._rng.uniform(0.5, 1.0)
 
     def _capped(self, seconds: float) -> float:
         return min(self.cap_s, max(0.0, seconds))
@@ -182,6 +212,7 @@ class SharedCircuits:
     ) -> None:
         self.ask, self.tell, self.trust_s = ask, tell, trust_s
         self._closed_until: dict[str, float] = {}  # provider key: until when to trust it
+        self._refused: set[str] = set()  # provider keys refused, seen here or told
 
     @classmethod
     def reaching(cls, host: ray.actor.ActorHandle, trust_s: float = TRUST_S) -> SharedCircuits:
@@ -192,11 +223,17 @@ class SharedCircuits:
     def admit(self, key: str, sleep: Callable[[float], None]) -> bool:
         """Return when a request may go; True if its outcome must be reported, because
         the circuit was not closed when it was let through. Asks again after each wait:
-        the probe that another worker sent may have failed and opened it for longer."""
+        the probe that another worker sent may have failed and opened it for longer.
+        Refused, unsent, once the provider refused the run's key or model."""
+        if key in self._refused:
+            raise Refused(f"not sent: {key} refused an earlier request of this run")
         if time.monotonic() < self._closed_until.get(key, 0.0):
             return False
         while True:
             wait, state = self.ask(key)
+            if state == "refused":
+                self._refused.add(key)
+                raise Refused(f"not sent: {key} refused an earlier request of this run")
             if wait <= 0:
                 break
             sleep(wait)
@@ -207,10 +244,12 @@ class SharedCircuits:
 
     def report(self, key: str, status: Status, retry_after: float | None, *, probe: bool) -> None:
         """A request let through on trust that succeeded tells the circuits nothing they do
-        not know."""
-        if status in TRIPS:
+        not know; a refusal is told at once, and turns this process's next requests away."""
+        if status in TRIPS or status == "refused":
             self._closed_until.pop(key, None)
-        if probe or status in TRIPS:
+        if status == "refused":
+            self._refused.add(key)
+        if probe or status in TRIPS or status == "refused":
             self.tell(key, status, retry_after)
 
 

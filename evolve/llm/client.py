@@ -177,7 +177,7 @@ class LLMClient:
             key = self._read_key()
             if key is None:
                 return Attempt(
-                    "error",
+                    "refused",
                     error=f"no API key for {self.config.label}: set {self.config.key_env}",
                 )
             self._connect(key)

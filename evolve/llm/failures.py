@@ -1,6 +1,10 @@
 """An SDK's exception, read as an attempt's status: which failures are worth another try,
 and a message that tells the user what to fix.
 
+A refused key (401, 403) or a model the server does not know (404) is "refused": nothing
+sent with them can work, so its message is the one line the run ends with, naming the
+model, the variable the key is read from and what to change.
+
 Both SDKs raise the same hierarchy of errors, by name (APIError, APITimeoutError,
 APIConnectionError, APIStatusError), so the SDK is passed in: this module loads neither."""
 
@@ -38,14 +42,25 @@ def classify(
     if not isinstance(failure, sdk.APIStatusError):
         return Attempt("error", error=redact(f"bad reply from {where}: {failure}"))
     code = failure.status_code
+    said = f"HTTP {code}: {_server_message(failure)}"
+    if code in (401, 403, 404):
+        return Attempt("refused", error=redact(_refusal(code, said, config, where)))
     message = f"HTTP {code} from {config.label}: {_server_message(failure)}"
-    if code in (401, 403):
-        message += f" (the key is read from {config.key_env}: is it set and valid?)"
-    elif code == 404:
-        message += f" (is {config.model!r} a model that {where} serves?)"
     status: Status = "rate_limited" if code == 429 else "server_error" if code >= 500 else "error"
     retry_after = _retry_after(failure.response.headers.get("retry-after"))
     return Attempt(status, error=redact(message), retry_after=retry_after)
+
+
+def _refusal(code: int, said: str, config: ModelConfig, where: str) -> str:
+    if code == 401:
+        return f"{config.label} refused the key in {config.key_env} ({said}): set a valid key"
+    if code == 403:
+        return (
+            f"{config.label} refused the key in {config.key_env} ({said}): use a key that may "
+            f"call {config.model!r}"
+        )
+    also = " and that base_url is the API's address" if config.base_url else ""
+    return f"{where} does not serve {config.label} ({said}): check the model's name{also}"
 
 
 def _server_message(failure: openai.APIStatusError | anthropic.APIStatusError) -> str:

@@ -74,5 +74,12 @@ def cost(
     ) / 1e6
 
 
+def shown_cost(usd: float, tokens: int) -> str:
+    """A cost as the board, the progress line, `evolve runs` and `evolve show` write it:
+    "unpriced" where tokens were used and nothing was charged, since a model in no price
+    table is charged 0.0, which is not what it costs."""
+    return "unpriced" if usd == 0 and tokens > 0 else f"${usd:.4f}"
+
+
 def _or(rate: float | None, fallback: float) -> float:
     return fallback if rate is None else rate

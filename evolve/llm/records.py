@@ -10,7 +10,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
-Status = Literal["ok", "rate_limited", "server_error", "timeout", "empty", "error"]
+# "refused": the provider refused the key or does not know the model (or no key was
+# found); nothing sent with that key or model can work, so the run stops at once.
+Status = Literal["ok", "rate_limited", "server_error", "timeout", "empty", "error", "refused"]
 
 
 @dataclass(frozen=True)

@@ -124,9 +124,12 @@ def no_reply(who: str, attempts: Sequence[LLMCall], calls: Sequence[LLMCall]) ->
     refusal (a bad key, an unknown model: status "error") is retried (evolve/llm/retry.py),
     so the last attempt says which it was: the model had nothing to say ("empty"), every
     attempt met an outage ("retries_exhausted"), or the request itself is wrong ("failed",
-    which counts toward the fruitless stop, so a wrong key cannot keep a run going)."""
+    which counts toward the fruitless stop), or the key or model was refused ("refused",
+    which stops the run: its message is the client's one line, evolve/llm/failures.py)."""
     statuses = ", ".join(call.status for call in attempts) or "no attempt was made"
     last = attempts[-1].status if attempts else "error"
+    if last == "refused":
+        return MutationError(attempts[-1].error or f"{who}: refused", calls, "refused")
     outcome: Outcome = (
         "empty" if last == "empty" else "retries_exhausted" if last in OUTAGE else "failed"
     )

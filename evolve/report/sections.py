@@ -104,7 +104,8 @@ def operators_and_models(facts: RunFacts) -> Safe:
             [
                 (
                     f"{s.provider}:{s.model}",
-                    *(s.calls, s.failed, s.input_tokens, s.output_tokens, usd(s.cost_usd)),
+                    *(s.calls, s.failed, s.input_tokens, s.output_tokens),
+                    _cost(s.cost_usd, s.input_tokens + s.output_tokens),
                 )
                 for s in facts.spend
             ],
@@ -113,6 +114,19 @@ def operators_and_models(facts: RunFacts) -> Safe:
         ),
     ]
     return join(parts)
+
+
+def _cost(value: float, tokens: int) -> str:
+    """A model in no price table is charged 0.0, which is not what it costs."""
+    return "unpriced" if value == 0 and tokens > 0 else usd(value)
+
+
+def _tally_costs(tally: operators.Tally) -> tuple[str, int, str]:
+    """USD, tokens and USD per improvement; an unpriced model's improvements have no price
+    either."""
+    spent = _cost(tally.cost_usd, tally.tokens)
+    each = spent if spent == "unpriced" else usd(tally.cost_per_improvement)
+    return spent, tally.tokens, each
 
 
 def _tally_table(what: str, tallies: list[operators.Tally]) -> Safe:
@@ -132,9 +146,7 @@ def _tally_table(what: str, tallies: list[operators.Tally]) -> Safe:
                 t.improved,
                 number(t.gain),
                 number(t.best_gain),
-                usd(t.cost_usd),
-                t.tokens,
-                usd(t.cost_per_improvement),
+                *_tally_costs(t),
             )
             for t in tallies
         ],
@@ -330,16 +342,17 @@ def setting(facts: RunFacts) -> Safe:
 
 def _budgets(facts: RunFacts) -> Safe:
     budget = facts.task.budget
+    tokens = sum(s.input_tokens + s.output_tokens for s in facts.spend)
     rows: list[tuple[str, float, float | None, Callable[[Any], str]]] = [
         ("wall time", facts.run.wall_s_used, budget and budget.wall_time_s, duration),
         ("candidates", len(facts.candidates), budget and budget.candidates, str),
-        ("model spend", sum(s.cost_usd for s in facts.spend), budget and budget.usd, usd),
         (
-            "model tokens",
-            sum(s.input_tokens + s.output_tokens for s in facts.spend),
-            budget and budget.tokens,
-            str,
+            "model spend",
+            sum(s.cost_usd for s in facts.spend),
+            budget and budget.usd,
+            lambda value: _cost(value, tokens),
         ),
+        ("model tokens", tokens, budget and budget.tokens, str),
     ]
     return table(
         ["budget", "used", "limit", "share used"],

@@ -9,6 +9,7 @@ import yaml
 from rich.table import Table
 from rich.text import Text
 
+from evolve.llm.prices import shown_cost
 from evolve.run_states import shown_status
 from evolve.store import CandidateRecord, RunRecord
 from evolve.store.records import RunTotals
@@ -35,7 +36,7 @@ def runs_table(
             Text(status, style=style),
             str(total.candidates),
             _score(champions.get(record.name)),
-            f"${total.cost_usd:.4f}, {total.tokens:,} tokens" if total.calls else "-",
+            _spend(total),
             time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at)),
         )
     return table
@@ -52,6 +53,12 @@ def task_name(record: RunRecord) -> str:
     except yaml.YAMLError:
         name = None
     return name if isinstance(name, str) and name else record.task_path
+
+
+def _spend(total: RunTotals) -> str:
+    if not total.calls:
+        return "-"
+    return f"{shown_cost(total.cost_usd, total.tokens)}, {total.tokens:,} tokens"
 
 
 def _score(champion: CandidateRecord | None) -> str:

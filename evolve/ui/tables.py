@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evolve.champion import flagged, is_flagged
+from evolve.llm.prices import shown_cost
 from evolve.plausibility import flag_reasons
 from evolve.search.pareto import pareto_front
 from evolve.store import CandidateRecord, EvaluationRecord, RunRecord, Store
@@ -195,7 +196,8 @@ def candidate_view(store: Store, candidate: CandidateRecord) -> RenderableType:
             Text(
                 f"\nmodel call {call.id}: {call.provider}:{call.model} ({call.operator}) "
                 f"{call.status}, {call.input_tokens}+{call.output_tokens} tokens, "
-                f"${call.cost_usd:.4f}, {call.latency_s:.1f}s",
+                f"{shown_cost(call.cost_usd, call.input_tokens + call.output_tokens)}, "
+                f"{call.latency_s:.1f}s",
                 style="bold magenta",
             )
         )
