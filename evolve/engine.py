@@ -129,6 +129,7 @@ class Engine:
         self.proposer.restore(programs)
         scored = stored_placements(self.store, self.run_name, programs)
         self.strategy.restore(scored, self.store.migrations(self.run_name))
+        self.proposer.spread.restore(placed.id for placed in scored)
         self.leaders.restore((placed.id, placed.score) for placed in scored)
         self.candidates.warm(self.store.top(self.run_name, self.candidates.size))
         for candidate in self.champion.restore():

@@ -12,7 +12,9 @@ model; the autotuner takes a share of proposals to tune the constants of model-m
 children (the finisher); and `fix` works through the candidates that failed. Neither the
 autotuner nor the finisher is given a program without @knob values, which they could not
 vary: a parent without them goes to a model operator instead. A model-made child too close
-to a program already in the run is rejected before it costs an evaluation.
+to a program already in the run is rejected before it costs an evaluation. Model proposals
+are spread over parents (evolve/proposal_spread.py): a parent with its share in flight, or
+cooled by a rejected proposal, is passed over for another pick.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Mutator, 
 from evolve.mutators.llm import key_names, model_config
 from evolve.program import Program, ProgramError
 from evolve.proposal_making import MutationFailed
+from evolve.proposal_spread import Spread
 from evolve.proposal_workers import ProposalWorkers
 from evolve.recent_attempts import RecentAttempts
 from evolve.search.bandit import ArmStats, CostAwareBandit, arm_name, split_arm
@@ -50,6 +53,7 @@ from evolve.task import TaskSpec
 
 log = logging.getLogger("evolve.proposals")
 
+PICK_TRIES = 8  # parent picks before a proposal waits for a parent open to it
 FINISH_KEPT = 16  # the latest model-made children that the finisher cycles through
 BROKEN_KEPT = 64  # failed candidates remembered for the fix operator
 
@@ -83,6 +87,7 @@ class Proposer:
         self.bandit = self._restore_bandit() if spec.llm and spec.llm.adaptive else None
         model_made = any(name in LLM_OPERATORS for name in self.mutators)
         self.novelty = NoveltyIndex(spec.search.novelty_threshold, needed=model_made)
+        self.spread = Spread(spec.search.in_flight_per_parent)
         recent = RecentAttempts(store, candidates, spec.search.history)
         self.briefing = Briefing(
             spec,
@@ -128,13 +133,15 @@ class Proposer:
         `fix` with nothing broken, or no model budget left). `added`: candidates so far."""
         if self._finisher_due():
             return self._submit_finisher(rng)
+        started = [*self.in_flight.values(), *(job for job, _, _ in self.outbox)]
+        llm_in_flight = sum(job.mutator in LLM_OPERATORS for job in started)
         names = [n for n in self.mutators if n != "fix" or self.broken]
+        if not self.spread.room(llm_in_flight):  # the cheap operators may go on meanwhile
+            names = [n for n in names if n not in LLM_OPERATORS]
         if not names:
             return False
         name = rng.choices(names, weights=[self.mutators[n][1] for n in names])[0]
         arm = model = None
-        started = [*self.in_flight.values(), *(job for job, _, _ in self.outbox)]
-        llm_in_flight = sum(job.mutator in LLM_OPERATORS for job in started)
         if name in LLM_OPERATORS:
             if not self.budgets.affordable(llm_in_flight):
                 return False
@@ -146,9 +153,9 @@ class Proposer:
             broken = self.candidates.get(self.broken.popleft())
             pick: Pick | None = self.strategy.repair(broken.id, broken.island)
         else:
-            pick = self.strategy.pick(rng)
+            pick = self._open_pick(rng, isinstance(self.mutators[name][0], Autotuner))
         if pick is None:
-            return False  # nothing scored yet: wait for the seed
+            return False  # nothing scored yet, or no parent open to a model proposal now
         parent = self.candidates.get(pick.parent_id)
         if isinstance(self.mutators[name][0], Autotuner) and not tunable(parent.program):
             instead = self._instead_of_autotuner(rng, names, llm_in_flight)
@@ -168,11 +175,26 @@ class Proposer:
                 attempts=self.briefing.attempts(parent.id),
                 digest=self.briefing.run_digest(added),
                 token_cap=self.briefing.token_cap(llm_in_flight),
+                in_flight=self.spread.being_tried(parent.id),
             )
         self.proposals += 1
         parents = [parent.id] if partner_id is None else [parent.id, partner_id]
         self._start(name, request, pick.island, parent, parents, arm)
         return True
+
+    def _open_pick(self, rng: random.Random, tuner: bool) -> Pick | None:
+        """The strategy's pick, picked again while its parent is not open to a model
+        proposal (see evolve/proposal_spread.py); the autotuner takes any parent it can
+        vary. None when nothing is scored, or no open parent came up."""
+        for _ in range(PICK_TRIES):
+            pick = self.strategy.pick(rng)
+            if pick is None:
+                return None
+            if tuner and tunable(self.candidates.get(pick.parent_id).program):
+                return pick
+            if self.spread.open_to(pick.parent_id):
+                return pick
+        return None
 
     def finish(self, ref: ray.ObjectRef, *, room: bool) -> CandidateRecord | None:
         """A proposal task's result, settled (see `conclude`)."""
@@ -201,6 +223,7 @@ class Proposer:
             if proposal.outcome not in ("interrupted", "refused"):  # the run's stop says it
                 text = f"{job.mutator} failed on #{job.parent.id}: {proposal.reason}"
                 self.events.emit(Event("failure", text))
+            self._ended(job, rejected=False)
             self.admission.settle(job, proposal.outcome, proposal.calls, detail=proposal.reason)
             # A crash or a lost task brings no calls back; the ledger writer stored them.
             paid: Sequence[Any] = proposal.calls
@@ -214,18 +237,22 @@ class Proposer:
         if job.mutator in LLM_OPERATORS:
             self.streak.produced()
         if not room:
+            self._ended(job, rejected=False)
             self.admission.settle(
                 job, "budget", proposal.calls, detail="the candidate budget is full"
             )
             return None
         child = self.admission.admit(job, proposal)
+        self._ended(job, rejected=child is None)
         if child is not None:
             self.briefing.outlines.note(child)
         return child
 
     def evaluated(self, candidate: CandidateRecord) -> None:
-        """A candidate as its latest evaluation left it, for the run's digest."""
+        """A candidate as its latest evaluation left it, for the run's digest and for how
+        many model proposals the population has room for."""
         self.briefing.outlines.note(candidate)
+        self.spread.evaluated(candidate.id, candidate.score is not None)
 
     def failed(self, candidate: CandidateRecord) -> None:
         """A child that failed its evaluation, for `fix` to try once."""
@@ -259,6 +286,8 @@ class Proposer:
         )
         job = MutationJob(island, parent, name, proposal_id, arm)
         self.outbox.append((job, proposal_id, request))
+        if name in LLM_OPERATORS:
+            self.spread.started(proposal_id, parent.id, _label(name, request.model))
 
     @property
     def pending(self) -> int:
@@ -325,6 +354,8 @@ class Proposer:
         others = [n for n in names if n != "fix" and not isinstance(self.mutators[n][0], Autotuner)]
         if not others or not self.budgets.affordable(llm_in_flight):
             return None
+        if not self.spread.room(llm_in_flight):
+            return None
         if self.bandit is None:
             return rng.choices(others, weights=[self.mutators[n][1] for n in others])[0], None, None
         arm = self.bandit.choose(rng, [a for a in self.bandit.weights if split_arm(a)[0] != "fix"])
@@ -349,10 +380,21 @@ class Proposer:
         self._start(FINISHER, request, parent.island, parent, [parent.id])
         return True
 
+    def _ended(self, job: MutationJob, *, rejected: bool) -> None:
+        """A model proposal settled; `rejected` before any evaluation, as a duplicate or
+        too similar."""
+        if job.mutator in LLM_OPERATORS and isinstance(job.proposal_id, int):
+            self.spread.ended(job.proposal_id, rejected=rejected)
+
     def _spend(self, calls: Sequence, arm: str | None) -> None:
         usd = self.budgets.spend(calls)
         if arm is not None and self.bandit is not None:
             self.bandit.charged(arm, usd)
+
+
+def _label(operator: str, model: str | None) -> str:
+    """How a proposal in flight is named to later prompts on its parent."""
+    return f"{operator} by {model}" if model else operator
 
 
 def tunable(program: Program) -> bool:

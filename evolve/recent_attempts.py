@@ -6,11 +6,17 @@ driver's CPU with a fast model. The driver settles every proposal of its run its
 prompt needs it (a resumed run's parents have attempts from before), and kept up to date
 here from then on. A child's status and score are looked up when the prompt is written,
 in the engine's candidate records, which every evaluation updates.
+
+A prompt shows distinct changes: a proposal that repeated an earlier one on the parent (a
+duplicate, say) is shown once, by the attempt that made a child where one did, so that a
+run of repeats does not push older ideas out of sight and have them proposed again. To
+find `limit` distinct ones, REPEATS_KEPT times as many are kept.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from evolve.candidate_cache import CandidateCache
@@ -19,6 +25,7 @@ from evolve.proposal_outcomes import Outcome
 from evolve.store import ProposalRecord, Store
 
 PARENTS_KEPT = 4096  # parents whose attempts are kept in memory; a bound, not the run
+REPEATS_KEPT = 4  # settled proposals kept per parent, per attempt shown
 
 
 @dataclass(frozen=True)
@@ -49,18 +56,20 @@ class RecentAttempts:
         self.kept: OrderedDict[int, deque[Settled]] = OrderedDict()  # oldest first
 
     def of(self, parent_id: int) -> tuple[PastAttempt, ...]:
-        """Newest first, with each child as it stands now."""
+        """Distinct changes, newest first, with each child as it stands now."""
         if not self.limit:
             return ()
         kept = self.kept.get(parent_id)
         if kept is None:
-            stored = self.store.recent_attempts(parent_id, self.limit)
-            kept = deque((Settled.of(p) for p in reversed(stored)), maxlen=self.limit)
+            stored = self.store.recent_attempts(parent_id, self.limit * REPEATS_KEPT)
+            kept = deque(
+                (Settled.of(p) for p in reversed(stored)), maxlen=self.limit * REPEATS_KEPT
+            )
             self.kept[parent_id] = kept
             if len(self.kept) > PARENTS_KEPT:
                 self.kept.popitem(last=False)
         self.kept.move_to_end(parent_id)
-        return tuple(self._shown(settled) for settled in reversed(kept))
+        return tuple(self._shown(settled) for settled in _distinct(reversed(kept), self.limit))
 
     def settled(
         self,
@@ -90,6 +99,23 @@ class RecentAttempts:
         elif outcome == "duplicate" and settled.nearest_id is not None:
             outcome = f"duplicate of #{settled.nearest_id}"
         return PastAttempt(settled.operator, outcome, settled.summary, settled.child_id, score)
+
+
+def _distinct(newest_first: Iterable[Settled], limit: int) -> list[Settled]:
+    """Up to `limit` attempts, one per change (those without a summary each count), in the
+    order each change was last tried; of a change tried more than once, the attempt that
+    made a child if one did, else the newest."""
+    shown: dict[str | int, Settled] = {}
+    for number, settled in enumerate(newest_first):
+        change: str | int = settled.summary or number
+        first = shown.get(change)
+        if first is None:
+            if len(shown) == limit:
+                continue
+            shown[change] = settled
+        elif first.child_id is None and settled.child_id is not None:
+            shown[change] = settled
+    return list(shown.values())
 
 
 def _first_line(text: str) -> str:

@@ -76,6 +76,12 @@ class SearchSpec(Strict):
     )
     inspirations: int = Field(3, ge=0, le=10, description="other programs shown in a prompt")
     history: int = Field(5, ge=0, le=20, description="the parent's past attempts shown")
+    in_flight_per_parent: int = Field(
+        1,
+        ge=0,
+        description="model proposals in flight on one parent at most (and per scored program "
+        "while the population is small); 0 lifts the limit",
+    )
     digest_every: int = Field(
         20, ge=1, description="candidates between updates of the run's digest in prompts"
     )

@@ -322,6 +322,10 @@ def test_model_requests_never_outnumber_the_slots_and_the_next_ones_wait_ready(
         task_file = _task(tmp_path, server.openai_url, candidates=candidates)
         # Past the first wave's hold (30 s at most), so no held request is timed out and sent again.
         text = task_file.read_text().replace("  timeout_s: 2\n", "  timeout_s: 60\n")
+        # Every slot on the seed at once, as this test needs: no spreading over parents.
+        text = text.replace(
+            "  migration_interval: 5\n", "  migration_interval: 5\n  in_flight_per_parent: 0\n"
+        )
         task_file.write_text(text + f"  concurrency: {concurrency}\n  finisher_share: 0\n")
         outcome, store = _run(tmp_path, task_file)
         served = len(server.requests)

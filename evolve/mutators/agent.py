@@ -75,6 +75,7 @@ class Agent:
             self.templates,
             extra,
             attempts=request.attempts,
+            in_flight=request.in_flight,
             digest=request.digest,
         )
         toolbox = Toolbox(

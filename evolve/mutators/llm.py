@@ -68,6 +68,7 @@ class LLMEditor:
             request.others,
             self.templates,
             attempts=request.attempts,
+            in_flight=request.in_flight,
             digest=request.digest,
         )
         messages = [{"role": "user", "content": user}]

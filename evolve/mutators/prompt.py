@@ -17,7 +17,8 @@ hold $format, themselves) may all use:
     $inspirations  other programs, best first, their EVOLVE-BLOCKs, scores and key metrics
     $partner       crossover's second parent in full
     $legend        the unit and meaning of each metric shown
-    $attempts      the current program's recent children and what became of them
+    $attempts      the current program's recent children and what became of them, then
+                   the proposals on it still in flight ("Being tried now")
     $language      the main file's language, for code fences
     $path          the file whose first block a rewrite replaces
 
@@ -119,12 +120,14 @@ def build_prompt(
     *,
     attempts: Sequence[PastAttempt] = (),
     digest: str = "",
+    in_flight: Sequence[str] = (),
 ) -> tuple[str, str]:
     """The (system, user) prompt asking `operator` to make a child of `parent`.
 
     `others` are the programs the engine chose to show, best first, every one of them. For
     crossover the first is the second parent, shown in full; the rest are inspirations.
-    `attempts` are the parent's recent proposals and `digest` the run's (evolve.digest).
+    `attempts` are the parent's recent proposals and `digest` the run's (evolve.digest);
+    `in_flight` names the other proposals on the parent not answered yet.
     `extra` adds placeholders for one operator's template (the agent's $max_turns).
     """
     if operator not in OPERATORS:
@@ -148,7 +151,7 @@ def build_prompt(
         "inspirations": _inspirations_section(inspirations, context),
         "partner": _program_section("The second program", partner, context) if partner else "",
         "legend": _legend_section(parent, partner, inspirations, context),
-        "attempts": _attempts_section(attempts, parent),
+        "attempts": _joined(_attempts_section(attempts, parent), _in_flight_section(in_flight)),
         "language": context.language,
         "path": rewrite_target(parent.program),
         **(extra or {}),
@@ -271,6 +274,23 @@ def _attempts_section(attempts: Sequence[PastAttempt], parent: Parent) -> str:
         *(f"- {_attempt(attempt, parent)}" for attempt in attempts),
     ]
     return _section("Recent attempts on this program", "\n".join(lines))
+
+
+def _in_flight_section(in_flight: Sequence[str]) -> str:
+    """Requests sent together never see each other's answers: this one is told that it is
+    not the only one, so that it does not give the answer every other one gives."""
+    if not in_flight:
+        return ""
+    lines = [
+        "Other proposals on the current program were sent and are not answered yet. Their "
+        "changes are not known: prefer a change that they are unlikely to make too.",
+        *(f"- {label}" for label in in_flight),
+    ]
+    return _section("Being tried now on this program", "\n".join(lines))
+
+
+def _joined(*sections: str) -> str:
+    return "\n\n".join(section for section in sections if section)
 
 
 def _attempt(attempt: PastAttempt, parent: Parent) -> str:
