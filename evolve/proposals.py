@@ -195,7 +195,9 @@ class Proposer:
         if isinstance(proposal, MutationFailed):
             if proposal.trace:
                 log.error("%s crashed on #%d:\n%s", job.mutator, job.parent.id, proposal.trace)
-            if proposal.outcome != "interrupted":  # the run's stop is news enough
+            if proposal.refused:  # the run stops on that budget, saying why once
+                self.budgets.refuse(proposal.reason)
+            elif proposal.outcome != "interrupted":  # the run's stop is news enough
                 text = f"{job.mutator} failed on #{job.parent.id}: {proposal.reason}"
                 self.events.emit(Event("failure", text))
             self.admission.settle(job, proposal.outcome, proposal.calls, detail=proposal.reason)
