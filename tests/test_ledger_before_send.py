@@ -11,16 +11,35 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from alembic import command
+from alembic.config import Config
 
-from evolve.store import Store
+from evolve.llm import LLMCall
+from evolve.program import Program
+from evolve.store import Store, default_url
+from evolve.store.upgrade import MIGRATIONS
+from tests.conftest import SYNTHETIC_SEED, postgres_schema
 from tests.fakes.llm_server import ScriptedLLMServer
 from tests.test_budget_reservation import BillingModel, write_task
+from tests.test_store import raw_engine
 
 RUN = "before-send"
 ANSWERED = 5  # requests answered before the model stalls every request
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database of either kind."""
+    if request.param == "sqlite":
+        yield default_url(tmp_path / "results")
+        return
+    with postgres_schema() as schema_url:
+        yield schema_url
 
 
 def statuses(db: Path) -> list[str]:
@@ -84,3 +103,55 @@ def test_a_kill_9_with_requests_in_flight_then_resume_charges_what_the_provider_
     assert "in_flight" not in {c.status for c in calls}
     assert abs(tokens - billed) <= 0.001 * billed, (tokens, billed)
     assert usd == pytest.approx(sum(c.charged_usd for c in calls))
+
+
+def in_flight(tokens: int, usd: float) -> LLMCall:
+    """A request's row as it is written before it is sent."""
+    return LLMCall("openai", "m", "", "", 0, 0, 0.0, 0.0, "in_flight", started_at=time.time(),
+                   reserved_tokens=tokens, reserved_usd=usd)  # fmt: skip
+
+
+def test_a_row_in_flight_is_charged_its_reservation_until_its_reply_or_for_good(
+    url: str,
+) -> None:
+    with Store(url) as store:
+        record = store.create_run(RUN, task_path="t", task_yaml="", seed=1, settings={})
+        seed = store.add_candidate(record.name, Program({"s.py": SYNTHETIC_SEED}),
+                                   parent_ids=[], island=0, generation=0, mutation={})  # fmt: skip
+        assert seed is not None
+        proposal = store.open_proposal(RUN, operator="diff", parent_ids=[seed.id], island=0)
+        answered, lost = in_flight(900, 0.009), in_flight(800, 0.008)
+        store.add_proposal_call(proposal, answered)
+        store.add_proposal_call(proposal, lost)
+        assert store.llm_spend(RUN) == (pytest.approx(0.017), 1700)
+        reply = replace(answered, response="r", input_tokens=300, output_tokens=40,
+                        cost_usd=0.001, latency_s=0.5, status="ok")  # fmt: skip
+        store.add_proposal_call(proposal, reply)
+        store.add_proposal_call(proposal, reply)  # the settlement's copy: stored once
+        assert store.llm_spend(RUN) == (pytest.approx(0.009), 1140)
+        assert store.interrupt_proposals(RUN) == 1
+        late = replace(lost, response="r", input_tokens=10, output_tokens=5, status="ok")
+        store.add_proposal_call(proposal, late)  # a reply after the run closed changes nothing
+        calls = store.proposal_calls(proposal)
+        assert [(c.status, c.charged_tokens) for c in calls] == [("ok", 340), ("lost", 800)]
+        assert store.llm_spend(RUN) == (pytest.approx(0.009), 1140)
+
+
+def test_a_ledger_from_before_charges_is_charged_its_usage(url: str) -> None:
+    with Store(url) as store:
+        record = store.create_run(RUN, task_path="t", task_yaml="", seed=1, settings={})
+        seed = store.add_candidate(record.name, Program({"s.py": SYNTHETIC_SEED}),
+                                   parent_ids=[], island=0, generation=0, mutation={})  # fmt: skip
+        assert seed is not None
+        proposal = store.open_proposal(RUN, operator="diff", parent_ids=[seed.id], island=0)
+        call = LLMCall("openai", "m", "p", "r", 120, 30, 0.002, 0.1, "ok")
+        store.add_proposal_call(proposal, call)
+    engine = raw_engine(url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as connection:  # as the store was before the charges were kept
+        config.attributes["connection"] = connection
+        command.downgrade(config, "-1")
+    engine.dispose()
+    with Store(url) as store:
+        assert store.llm_spend(RUN) == (pytest.approx(0.002), 150)

@@ -38,8 +38,9 @@ from evolve.secrets import lookup
 
 # Local servers (vLLM, Ollama, llama.cpp) often want no key, but the SDKs insist on one.
 _PLACEHOLDER_KEY = "no-key-needed"
-# How long past its own timeout a request waits for room in the budgets while others are
-# in flight: theirs end within the timeout, so longer means a reply that was never settled.
+# How long, beyond its own timeout, a request waits for room in the budgets while others are
+# in flight: theirs end within their timeouts and their circuits' waits, so a longer wait
+# means a reservation that was never settled.
 RESERVE_PATIENCE_S = 300.0
 _SDK_CLIENTS: dict[tuple[str, str | None, str, float], Any] = {}  # see _shared_sdk
 _SDK_LOCK = threading.Lock()

@@ -41,7 +41,8 @@ class Ledger(Database):
 
     def spend_by_model(self, run_name: str) -> list[ModelSpend]:
         """Each model's calls, failures, tokens and USD in the run, summed by the database
-        in one GROUP BY, so that a run's spend is read without loading its prompts."""
+        in one GROUP BY, so that a run's spend is read without loading its prompts. The USD
+        is what the budget was charged: a timed-out or lost request at its worst case."""
         query = (
             select(
                 LLMCall.provider,
@@ -50,7 +51,7 @@ class Ledger(Database):
                 func.coalesce(func.sum(case((LLMCall.status != "ok", 1), else_=0)), 0),
                 func.coalesce(func.sum(LLMCall.input_tokens), 0),
                 func.coalesce(func.sum(LLMCall.output_tokens), 0),
-                func.coalesce(func.sum(LLMCall.cost_usd), 0.0),
+                func.coalesce(func.sum(LLMCall.charged_usd), 0.0),
             )
             .where(LLMCall.run_name == run_name)
             .group_by(LLMCall.provider, LLMCall.model)
