@@ -146,9 +146,9 @@ def test_a_request_that_outlasts_the_timeout_is_charged_as_the_provider_bills_it
     it, and the ledger charges it its worst case; the two agree, and the token budget
     still holds with the stalls counted."""
     limit = 30_000
-    model = BillingModel(stalls=lambda n: n % 3 == 1, stall_s=2.5)
+    model = BillingModel(stalls=lambda n: n % 3 == 1, stall_s=6.0)
     with ScriptedLLMServer(default=model) as server:
-        task = write_task(tmp_path, server.openai_url, budget=f"  tokens: {limit}\n", timeout_s=1)
+        task = write_task(tmp_path, server.openai_url, budget=f"  tokens: {limit}\n", timeout_s=3)
         outcome, store = run(tmp_path, task)
         billed = sum(model.billed)
 
