@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from evolve.llm import LLMCall
 from evolve.llm.prices import shown_cost
 from evolve.store import Store
+from evolve.store.records import LLMCallRecord
 from evolve.task import Budget
 
 MAX_FRUITLESS = 200  # proposals in a row that were duplicates or failures before giving up
@@ -24,6 +25,7 @@ class Budgets:
         self.budget, self.store, self.run_name = budget, store, run_name
         self.spent_usd, self.spent_tokens = store.llm_spend(run_name)
         self.llm_proposals = 0  # finished proposals that called a model, for their average cost
+        self.refused: str | None = None  # why a request was refused its reservation
         self.fruitless = 0
         self.wall_before = wall_used_s
         self.started = self.flushed = time.monotonic()
@@ -52,7 +54,12 @@ class Budgets:
             return f"USD budget reached (${self.spent_usd:.4f} of ${budget.usd:g})"
         if budget.tokens is not None and self.spent_tokens >= budget.tokens:
             return f"token budget reached ({self.spent_tokens} of {budget.tokens})"
-        return None
+        return self.refused
+
+    def refuse(self, reason: str) -> None:
+        """A model request found no room for its worst case in the run's budgets
+        (evolve/llm/reservations.py): no new proposal starts."""
+        self.refused = self.refused or reason
 
     def overtime_s(self) -> float | None:
         """How far past the wall-time budget the run is; None while within it (or without one)."""
@@ -92,12 +99,13 @@ class Budgets:
             return None
         return max(1, int(min(left) / max(1, proposals)))
 
-    def spend(self, calls: Sequence[LLMCall]) -> float:
-        """Count a finished proposal's model calls; what they cost in USD."""
-        usd = sum(call.cost_usd for call in calls)
+    def spend(self, calls: Sequence[LLMCall | LLMCallRecord]) -> float:
+        """Count a finished proposal's model calls at their charge (a request that timed
+        out at its worst case); what they cost in USD."""
+        usd = sum(call.charged_usd for call in calls)
         self.llm_proposals += bool(calls)
         self.spent_usd += usd
-        self.spent_tokens += sum(call.input_tokens + call.output_tokens for call in calls)
+        self.spent_tokens += sum(call.charged_tokens for call in calls)
         return usd
 
     def flush_wall(self, *, force: bool = False) -> None:

@@ -102,7 +102,7 @@ class Engine:
         mutators, self.reader = make_mutators(
             task, evaluator, store_url=store.url, run_name=run.name
         )
-        self.services = plan_services(self.spec, store.url)
+        self.services = plan_services(self.spec, store.url, run.name)
         # Proposals kept in flight: enough that no evaluation slot waits for one; model
         # calls are slow, so they get slots of their own on top.
         self.slots = self.pool.size + (self.spec.llm.concurrency if self.spec.llm else 0)

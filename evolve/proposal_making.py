@@ -10,6 +10,7 @@ from typing import Any
 
 from evolve.llm.circuit import Refused
 from evolve.llm.hooks import CallHooks, SentCalls, hooked
+from evolve.llm.reservations import BudgetRefused
 from evolve.mutators.base import MutationError, MutationRequest, Mutator, Proposal
 from evolve.proposal_outcomes import Outcome
 from evolve.secrets import Keys
@@ -21,6 +22,7 @@ class MutationFailed:
     calls: tuple[Any, ...] = ()  # model calls made on the way: paid for, so recorded
     trace: str = ""  # the traceback, when the mutator crashed rather than declined
     outcome: Outcome = "failed"
+    over_budget: bool = False  # a model request found no room in the run's budgets
 
 
 def make_proposal(
@@ -42,6 +44,8 @@ def make_proposal(
         result = MutationFailed(str(exc), exc.calls, outcome=exc.outcome)
     except Refused as exc:  # the run stops on the refusal another request met
         result = MutationFailed(str(exc), outcome="interrupted")
+    except BudgetRefused as exc:  # its calls so far are in the ledger
+        result = MutationFailed(str(exc), outcome="budget", over_budget=True)
     except Exception as exc:
         result = MutationFailed(f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())
     if sent is not None:  # calls the result lacks, the engine reads from the ledger

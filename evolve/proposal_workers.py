@@ -60,7 +60,7 @@ THREADS = 32  # proposals one actor works on at once (as many again wait in it)
 @ray.remote(
     num_cpus=0,
     max_restarts=-1,
-    concurrency_groups={"ledger": 1, "circuits": 1, "control": 1},
+    concurrency_groups={"ledger": 1, "reserve": 1, "circuits": 1, "control": 1},
 )
 class ProposalWorker:
     def __init__(
@@ -124,6 +124,10 @@ class ProposalWorker:
     @ray.method(concurrency_group="ledger")
     def record(self, proposal_id: int, call: LLMCall) -> None:
         self._hosted().record(proposal_id, call)
+
+    @ray.method(concurrency_group="reserve")
+    def reserve(self, proposal_id: int, call: LLMCall) -> str:
+        return self._hosted().reserve(proposal_id, call)
 
     @ray.method(concurrency_group="ledger")
     def drained(self) -> None:

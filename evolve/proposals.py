@@ -220,7 +220,9 @@ class Proposer:
         if isinstance(proposal, MutationFailed):
             if proposal.trace:
                 log.error("%s crashed on #%d:\n%s", job.mutator, job.parent.id, proposal.trace)
-            if proposal.outcome not in ("interrupted", "refused"):  # the run's stop says it
+            if proposal.over_budget:  # the run stops on that budget, saying why once
+                self.budgets.refuse(proposal.reason)
+            elif proposal.outcome not in ("interrupted", "refused"):  # the run's stop says it
                 text = f"{job.mutator} failed on #{job.parent.id}: {proposal.reason}"
                 self.events.emit(Event("failure", text))
             self._ended(job, rejected=False)

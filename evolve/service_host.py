@@ -1,5 +1,6 @@
-"""A run's services: the ledger writer (evolve/ledger_writer.py) and the per-provider circuits
-(evolve/llm/circuit.py), held by the first proposal worker (evolve/proposal_workers.py).
+"""A run's services: the ledger writer (evolve/ledger_writer.py), the per-provider circuits
+(evolve/llm/circuit.py) and the budgets' book of reservations (evolve/llm/reservations.py),
+held by the first proposal worker (evolve/proposal_workers.py).
 
 They were an actor of their own, and so a Ray worker process of their own: about 110 MB, a
 second of start-up on the way to the first proposal, and a Ray call per model call from the
@@ -23,37 +24,60 @@ from evolve.llm import LLMCall
 from evolve.llm.circuit import BASE_S, CAP_S, ProviderCircuits, SharedCircuits, State
 from evolve.llm.hooks import Written
 from evolve.llm.records import Status
+from evolve.llm.reservations import OK, Book
 
 PRUNE_AT = 256  # writes kept before the confirmed ones are looked for and forgotten
 
 
 @dataclass(frozen=True)
 class ServicePlan:
-    """What the hosting proposal worker opens: the store its ledger writes to, and how its
-    circuits back off."""
+    """What the hosting proposal worker opens: the store its ledger writes to, how its
+    circuits back off, and the run whose USD and token budgets (None: none) its book keeps."""
 
     store_url: str
     base_s: float = BASE_S
     cap_s: float = CAP_S
+    run_name: str | None = None
+    usd: float | None = None
+    tokens: int | None = None
 
     def open(self) -> HostedServices:
         circuits = ProviderCircuits(self.base_s, self.cap_s)
-        return HostedServices(LedgerWriter(self.store_url), circuits)
+        ledger = LedgerWriter(self.store_url)
+        usd, tokens = (0.0, 0) if self.run_name is None else ledger.store.llm_spend(self.run_name)
+        book = Book(self.usd, self.tokens, charged_usd=usd, charged_tokens=tokens)
+        return HostedServices(ledger, circuits, book)
 
 
 class HostedServices:
     """The services inside the process that hosts them; its threads share them."""
 
-    def __init__(self, ledger: LedgerWriter, circuits: ProviderCircuits) -> None:
+    def __init__(self, ledger: LedgerWriter, circuits: ProviderCircuits, book: Book) -> None:
         self.ledger, self.circuits = ledger, circuits  # the ledger takes its own turns
+        self.book = book
         self._deciding = threading.Lock()
 
     def record(self, proposal_id: int, call: LLMCall) -> None:
+        self.book.settle(call)
         self.ledger.record(proposal_id, call)
 
     def send(self, proposal_id: int, call: LLMCall) -> Written:
         """As a call's sink (evolve/llm/hooks.py): handed to the ledger's thread."""
+        self.book.settle(call)
         return self.ledger.submit(proposal_id, call).wait
+
+    def reserve(self, proposal_id: int, call: LLMCall) -> str:
+        """As a call's sink: the reservation is held, then its "in_flight" row committed
+        before the request may leave; a row that cannot be written gives the reservation
+        back and raises."""
+        verdict = self.book.reserve(call)
+        if verdict == OK:
+            try:
+                self.ledger.record(proposal_id, call)
+            except BaseException:
+                self.book.release(call.call_id)
+                raise
+        return verdict
 
     def drained(self) -> None:
         """Returns once every call handed to the ledger before it is written."""
@@ -103,6 +127,10 @@ class RemoteLedger:
                 _, self._sent = ray.wait(self._sent, num_returns=len(self._sent), timeout=0)
                 self._prune_at = max(PRUNE_AT, 2 * len(self._sent))
         return lambda timeout_s: ray.get(write, timeout=timeout_s)
+
+    def reserve(self, proposal_id: int, call: LLMCall) -> str:
+        """The host's `reserve`, waited for: the request must not leave before its row."""
+        return ray.get(self.host.reserve.remote(proposal_id, call))
 
     def flush(self, timeout_s: float) -> int:
         """Waits for every write sent so far and not yet confirmed; how many still were at

@@ -68,6 +68,11 @@ class RunServices:
             log.exception("the ledger writer did not confirm its last writes")
 
 
-def plan_services(spec: TaskSpec, store_url: str) -> RunServices:
+def plan_services(spec: TaskSpec, store_url: str, run_name: str) -> RunServices:
     """Only model calls travel through these; a task without models hosts none."""
-    return RunServices(None if spec.llm is None else ServicePlan(store_url))
+    if spec.llm is None:
+        return RunServices(None)
+    budget = spec.budget
+    return RunServices(
+        ServicePlan(store_url, run_name=run_name, usd=budget.usd, tokens=budget.tokens)
+    )

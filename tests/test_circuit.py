@@ -175,6 +175,10 @@ class Ledger:
     def record(self, proposal_id: int | None, call: LLMCall) -> None:
         self.calls.append((proposal_id, call))
 
+    def reserve(self, proposal_id: int | None, call: LLMCall) -> str:
+        """No budgets here: every request may be sent."""
+        return "ok"
+
     def recorded(self) -> list[tuple[int | None, LLMCall]]:
         return self.calls
 

@@ -163,18 +163,30 @@ def test_a_model_run_survives_a_real_apis_failures_and_improves(tmp_path: Path) 
 
 
 @pytest.mark.usefixtures("ray_session")
-def test_a_usd_budget_stops_the_run_within_one_call_of_the_limit(tmp_path: Path) -> None:
-    limit = 3.5 * CALL_USD
+def test_a_usd_budget_stops_the_run_before_a_request_could_pass_the_limit(
+    tmp_path: Path,
+) -> None:
+    """Each request is reserved at its worst case before it is sent: the run stops when the
+    next one no longer fits, so its spend is under the limit by less than that worst case."""
+    limit = 12 * CALL_USD
     with ScriptedLLMServer(default=raise_a) as server:
         task = _task(tmp_path, server.openai_url, candidates=50, budget_usd=limit)
+        task.write_text(
+            task.read_text().replace("  timeout_s: 2\n", "  timeout_s: 2\n  max_tokens: 60\n")
+        )
         recorder = Recorder()
         outcome, store = _run(tmp_path, task, recorder)
 
     spent, tokens = store.llm_spend("llm")
     shown = recorder.snapshots[-1].progress_line()
     assert f"models ${spent:.4f} of ${limit:g}, {tokens:,} tokens" in shown
-    assert outcome.reason.startswith("USD budget reached")
-    assert limit <= spent <= limit + CALL_USD
+    refused = re.fullmatch(
+        r"USD budget reached \(\$[\d.]+ of \$[\d.e-]+ charged; the next request may cost "
+        r"\$([\d.]+)\)",
+        outcome.reason,
+    )
+    assert refused, outcome.reason
+    assert limit - float(refused.group(1)) - 1e-4 < spent <= limit
     assert store.count_candidates("llm") < 50
 
 

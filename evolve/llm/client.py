@@ -5,8 +5,9 @@ and becomes an LLMCall: a storm of 429s shows up in the ledger, and its cost and
 visible instead of hidden inside a library. An empty reply comes back at once (text None,
 status "empty") and the caller decides what to do next.
 
-Inside a proposal (evolve/llm/hooks.py), each attempt goes to the run's ledger as soon as
-it ends, and waits on the run's circuit for its provider before it is sent.
+Inside a proposal (evolve/llm/hooks.py), each attempt is reserved against the run's budgets
+and written to its ledger before it is sent (evolve/llm/reservations.py), goes to the ledger
+again as soon as it ends, and waits on the run's circuit for its provider.
 
 A provider's SDK loads on its first request, or when `preload` asks for it: each takes a
 second or so to import (Anthropic's 1.2 s and 41 MB on a 2-core machine), and a process
@@ -31,11 +32,16 @@ from evolve.llm.conversation import AssistantTurn, Tool, Turn, render_turn
 from evolve.llm.failures import classify
 from evolve.llm.prices import BUILTIN_PRICES, Price, cost
 from evolve.llm.records import LLMCall, Usage
+from evolve.llm.reservations import prompt_tokens_bound, worst_usd
 from evolve.llm.retry import Attempt, retry
 from evolve.secrets import lookup
 
 # Local servers (vLLM, Ollama, llama.cpp) often want no key, but the SDKs insist on one.
 _PLACEHOLDER_KEY = "no-key-needed"
+# How long, beyond its own timeout, a request waits for room in the budgets while others are
+# in flight: theirs end within their timeouts and their circuits' waits, so a longer wait
+# means a reservation that was never settled.
+RESERVE_PATIENCE_S = 300.0
 _SDK_CLIENTS: dict[tuple[str, str | None, str, float], Any] = {}  # see _shared_sdk
 _SDK_LOCK = threading.Lock()
 _BASE_URL_ENV: dict[Provider, str] = {
@@ -113,7 +119,9 @@ class LLMClient:
             return requests.complete(sdk, self.config, system, messages, max_tokens)
 
         prompt = self._clip(_render(system, messages))
-        outcome, calls = self._exchange(prompt, ask, lambda text: not (text or "").strip())
+        sent = [system] if system else []
+        held = self._worst_case([*sent, *(m["content"] for m in messages)], max_tokens)
+        outcome, calls = self._exchange(prompt, held, ask, lambda text: not (text or "").strip())
         return Completion(outcome.answer if outcome.status == "ok" else None, calls)
 
     def converse(
@@ -139,8 +147,10 @@ class LLMClient:
             return requests.converse(sdk, self.config, system, turns, tools, max_tokens)
 
         parts = [f"[system]\n{system}"] if system else []
-        prompt = self._clip("\n\n".join([*parts, *map(render_turn, turns)]))
-        outcome, calls = self._exchange(prompt, ask, lambda turn: turn is None or turn.empty)
+        rendered = [*parts, *map(render_turn, turns)]
+        prompt = self._clip("\n\n".join(rendered))
+        held = self._worst_case(rendered, max_tokens)
+        outcome, calls = self._exchange(prompt, held, ask, lambda turn: turn is None or turn.empty)
         return Exchange(outcome.answer if outcome.status == "ok" else None, calls)
 
     def _check_temperature(self, temperature: float | None) -> None:
@@ -150,9 +160,15 @@ class LLMClient:
                 "leave llm.temperature unset for Anthropic models"
             )
 
+    def _worst_case(self, texts: Sequence[str], max_tokens: int) -> tuple[int, float]:
+        """The tokens and USD a request of `texts` with `max_tokens` may cost at most."""
+        prompt_tokens = prompt_tokens_bound(texts)
+        return prompt_tokens + max_tokens, worst_usd(self.price, prompt_tokens, max_tokens)
+
     def _exchange(
         self,
         prompt: str,
+        worst: tuple[int, float],
         ask: Callable[[Any], tuple[Any, Usage]],
         is_empty: Callable[[Any], bool],
     ) -> tuple[Attempt, tuple[LLMCall, ...]]:
@@ -160,14 +176,39 @@ class LLMClient:
         gate = None
         if current is not None and current.gate is not None:
             gate = Gate(current.gate, provider_key(self.config))
+        held: list[LLMCall] = []  # each attempt's reservation, the latest last
+
+        def reserve() -> None:
+            reservation = LLMCall(
+                provider=self.config.vendor,
+                model=self.config.model,
+                prompt="",
+                response="",
+                input_tokens=0,
+                output_tokens=0,
+                cost_usd=0.0,
+                latency_s=0.0,
+                status="in_flight",
+                priced=self.price is not None,
+                started_at=time.time(),
+                reserved_tokens=worst[0],
+                reserved_usd=worst[1],
+            )
+            hooks.reserve(reservation, RESERVE_PATIENCE_S + self.timeout_s, self._sleep)
+            held.append(reservation)
 
         def record(outcome: Attempt, latency_s: float, started_at: float) -> LLMCall:
-            call = self._record(prompt, outcome, latency_s, started_at)
+            call = self._record(prompt, outcome, latency_s, started_at, held[-1])
             hooks.report_call(call)
             return call
 
         return retry(
-            lambda: self._attempt(ask, is_empty), record, self.max_attempts, self._sleep, gate
+            lambda: self._attempt(ask, is_empty),
+            record,
+            self.max_attempts,
+            self._sleep,
+            gate,
+            reserve,
         )
 
     def _attempt(
@@ -209,8 +250,14 @@ class LLMClient:
         return text
 
     def _record(
-        self, prompt: str, outcome: Attempt, latency_s: float, started_at: float
+        self,
+        prompt: str,
+        outcome: Attempt,
+        latency_s: float,
+        started_at: float,
+        reservation: LLMCall,
     ) -> LLMCall:
+        """The attempt as the ledger keeps it, under its reservation's call_id."""
         usage = outcome.usage
         return LLMCall(
             provider=self.config.vendor,
@@ -235,6 +282,9 @@ class LLMClient:
             cached_tokens=usage.cached_tokens,
             cache_write_tokens=usage.cache_write_tokens,
             started_at=started_at,
+            call_id=reservation.call_id,
+            reserved_tokens=reservation.reserved_tokens,
+            reserved_usd=reservation.reserved_usd,
         )
 
     def _clip(self, text: str) -> str:

@@ -1,5 +1,7 @@
-"""What a model request reports beyond its reply, while a proposal runs: each attempt goes
-to the run's ledger as it completes, and waits on the run's circuit for its provider.
+"""What a model request reports beyond its reply, while a proposal runs: each attempt is
+reserved against the run's budgets and written to its ledger before it is sent
+(evolve/llm/reservations.py), goes to the ledger again as it completes, and waits on the
+run's circuit for its provider.
 
 Both reach the client through a context variable set where the proposal is made
 (evolve/proposal_making.py), so mutators and their clients need no plumbing of their own, and a
@@ -18,6 +20,7 @@ from typing import Protocol
 
 from evolve.llm.circuit import SharedCircuits
 from evolve.llm.records import LLMCall
+from evolve.llm.reservations import OK, WAIT, WAIT_S, BudgetRefused
 
 log = logging.getLogger("evolve.llm.hooks")
 
@@ -34,6 +37,11 @@ class CallSink(Protocol):
 
     def send(self, proposal_id: int, call: LLMCall) -> Written:
         """Starts the write; what waits for it."""
+        ...
+
+    def reserve(self, proposal_id: int, call: LLMCall) -> str:
+        """Holds `call`'s worst case against the run's budgets and, once it is held, stores
+        `call` (status "in_flight") before returning: OK, WAIT, or why it is refused."""
         ...
 
 
@@ -89,6 +97,25 @@ def hooked(hooks: CallHooks) -> Iterator[SentCalls]:
     finally:
         _current.reset(token)
         _sent.reset(writes)
+
+
+def reserve(call: LLMCall, patience_s: float, sleep: Callable[[float], None]) -> None:
+    """Reserve `call` (an "in_flight" record of the request about to be sent) and store it
+    before it is sent; waits up to `patience_s` for other reservations to settle, then
+    raises BudgetRefused. Outside a run, nothing is reserved."""
+    hooks = _current.get()
+    if hooks is None or hooks.sink is None or hooks.proposal_id is None:
+        return
+    deadline = time.monotonic() + patience_s
+    while (verdict := hooks.sink.reserve(hooks.proposal_id, call)) == WAIT:
+        if time.monotonic() >= deadline:
+            raise BudgetRefused(
+                f"no room in the run's budgets for {patience_s:g} s while other requests "
+                "were in flight"
+            )
+        sleep(WAIT_S)
+    if verdict != OK:
+        raise BudgetRefused(verdict)
 
 
 def report_call(call: LLMCall) -> None:

@@ -44,12 +44,17 @@ def retry(
     max_attempts: int,
     sleep: Callable[[float], None],
     gate: Gate | None = None,
+    reserve: Callable[[], None] | None = None,
 ) -> tuple[Attempt, tuple[LLMCall, ...]]:
     """Attempt until a final outcome or `max_attempts`; each attempt is recorded with its
     latency and start (unix time), so a storm of 429s shows up in the ledger with what it
-    cost. Waiting at the gate costs no attempt and counts in no latency."""
+    cost. Waiting at the gate costs no attempt and counts in no latency. `reserve` holds
+    each attempt against the run's budgets before it reaches the gate, and raises where
+    the budgets refuse it (evolve/llm/reservations.py)."""
     calls: list[LLMCall] = []
     for number in range(1, max_attempts + 1):
+        if reserve is not None:
+            reserve()
         probe = gate.admit(sleep) if gate is not None else False
         started_at, started = time.time(), time.monotonic()
         outcome = attempt()

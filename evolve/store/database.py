@@ -38,7 +38,7 @@ from evolve.store.new_schema import create_if_new
 # The newest revision in migrations/versions (tests/test_store.py checks that it is). A
 # database already there, or a new one (evolve/store/new_schema.py), is opened without
 # loading Alembic (evolve/store/upgrade.py).
-SCHEMA_HEAD = "0004_proposals"
+SCHEMA_HEAD = "0005_charges"
 PAGE_ROWS = 1_000  # rows per read when a whole run is read in pages (`Database._pages`)
 T = TypeVar("T")
 

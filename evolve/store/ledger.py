@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 
-from sqlalchemy import Connection, case, func, select
+from sqlalchemy import Connection, case, func, select, update
 
 from evolve.llm import LLMCall as LLMCallRecordable
 from evolve.store import statements
@@ -29,10 +29,11 @@ class Ledger(Database):
             return {r.arm: (r.pulls, r.reward, r.cost_usd) for r in session.scalars(query)}
 
     def llm_spend(self, run_name: str) -> tuple[float, int]:
-        """USD and tokens (input + output) spent so far in the run: what the budgets compare."""
+        """USD and tokens charged so far in the run, reservations of requests in flight or
+        lost included: what the budgets compare (evolve/llm/reservations.py)."""
         query = select(
-            func.coalesce(func.sum(LLMCall.cost_usd), 0.0),
-            func.coalesce(func.sum(LLMCall.input_tokens + LLMCall.output_tokens), 0),
+            func.coalesce(func.sum(LLMCall.charged_usd), 0.0),
+            func.coalesce(func.sum(LLMCall.charged_tokens), 0),
         ).where(LLMCall.run_name == run_name)
         with self._read() as session:
             usd, tokens = session.execute(query).one()
@@ -40,7 +41,8 @@ class Ledger(Database):
 
     def spend_by_model(self, run_name: str) -> list[ModelSpend]:
         """Each model's calls, failures, tokens and USD in the run, summed by the database
-        in one GROUP BY, so that a run's spend is read without loading its prompts."""
+        in one GROUP BY, so that a run's spend is read without loading its prompts. The USD
+        is what the budget was charged: a timed-out or lost request at its worst case."""
         query = (
             select(
                 LLMCall.provider,
@@ -49,7 +51,7 @@ class Ledger(Database):
                 func.coalesce(func.sum(case((LLMCall.status != "ok", 1), else_=0)), 0),
                 func.coalesce(func.sum(LLMCall.input_tokens), 0),
                 func.coalesce(func.sum(LLMCall.output_tokens), 0),
-                func.coalesce(func.sum(LLMCall.cost_usd), 0.0),
+                func.coalesce(func.sum(LLMCall.charged_usd), 0.0),
             )
             .where(LLMCall.run_name == run_name)
             .group_by(LLMCall.provider, LLMCall.model)
@@ -81,6 +83,17 @@ class Ledger(Database):
         return self._pages(query, table.c.id, LLMCallRecord.of)
 
 
+def lose_calls_in_flight(connection: Connection, run_name: str) -> int:
+    """The run's requests still in flight when its driver stopped or was killed become
+    "lost", keeping their reservation as their charge (the provider bills them); how many."""
+    losing = (
+        update(LLMCall)
+        .where(LLMCall.run_name == run_name, LLMCall.status == "in_flight")
+        .values(status="lost", error="in flight when the run stopped; charged its worst case")
+    )
+    return connection.execute(losing).rowcount
+
+
 def charge_arm(
     connection: Connection,
     run_name: str,
@@ -106,9 +119,10 @@ def insert_calls(
     proposal_id: int,
     child_id: int | None = None,
 ) -> int:
-    """The calls not stored yet, under their proposal, and with `child_id` each linked to
-    the proposal's child, stored before or not; how many rows were written (exact for one
-    call, which is one statement, not a batch)."""
+    """The calls not stored yet, or stored in flight and now completed, under their
+    proposal, and with `child_id` each linked to the proposal's child, stored before or
+    not; how many rows were written (exact for one call, which is one statement, not a
+    batch)."""
     if not calls:
         return 0
     rows = [
@@ -127,6 +141,8 @@ def insert_calls(
             "cached_tokens": call.cached_tokens,
             "cache_write_tokens": call.cache_write_tokens,
             "cost_usd": call.cost_usd,
+            "charged_tokens": call.charged_tokens,
+            "charged_usd": call.charged_usd,
             "latency_s": call.latency_s,
             "status": call.status,
             "error": call.error,

@@ -20,7 +20,7 @@ from evolve.proposal_outcomes import OUTCOMES, Outcome
 from evolve.store import statements
 from evolve.store.database import Database
 from evolve.store.deferred import defer
-from evolve.store.ledger import charge_arm, insert_calls
+from evolve.store.ledger import charge_arm, insert_calls, lose_calls_in_flight
 from evolve.store.records import LLMCallRecord, ProposalRecord
 from evolve.store.schema import Candidate, LLMCall, Proposal
 
@@ -120,10 +120,12 @@ class Proposals(Database):
 
     def interrupt_proposals(self, run_name: str) -> int:
         """Close the proposals a stopped or killed driver left open, from the calls they
-        stored, charging their bandit arms; how many there were."""
+        stored, charging their bandit arms, and mark the requests it left in flight lost;
+        how many proposals there were."""
         query = select(Proposal.id).where(Proposal.run_name == run_name, Proposal.outcome.is_(None))
         detail = "in flight when the run stopped"
         with self._writing() as connection:
+            lose_calls_in_flight(connection, run_name)
             open_ids = list(connection.scalars(query.order_by(Proposal.id)))
             for proposal_id in open_ids:
                 settle(connection, Settlement(proposal_id, "interrupted", detail=detail))

@@ -147,6 +147,8 @@ class LLMCallRecord:
     cached_tokens: int
     cache_write_tokens: int
     cost_usd: float
+    charged_tokens: int
+    charged_usd: float
     latency_s: float
     status: str
     error: str | None

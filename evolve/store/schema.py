@@ -137,9 +137,10 @@ class Proposal(Base):
 
 
 class LLMCall(Base):
-    """One model request: the ledger behind the USD budget. It is written as soon as the
-    request completes, so a driver killed mid-proposal loses no paid call; `created_at` is
-    when the request was made."""
+    """One model request: the ledger behind the USD and token budgets. It is written before
+    the request is sent (status "in_flight", charged its reservation) and again when it
+    completes, so a driver killed mid-request loses no paid call; `created_at` is when the
+    request was made."""
 
     __tablename__ = "llm_calls"
 
@@ -160,6 +161,10 @@ class LLMCall(Base):
     cached_tokens: Mapped[int] = mapped_column(default=0, server_default="0")  # a cache read
     cache_write_tokens: Mapped[int] = mapped_column(default=0, server_default="0")
     cost_usd: Mapped[float] = mapped_column(Double)
+    # What the budgets count: the usage, or the worst case reserved before the request was
+    # sent where no usage came back (status "in_flight", "timeout", "lost").
+    charged_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    charged_usd: Mapped[float] = mapped_column(Double, default=0.0, server_default="0")
     latency_s: Mapped[float] = mapped_column(Double)
     status: Mapped[str] = mapped_column(String(64))
     error: Mapped[str | None] = mapped_column(Text)

@@ -36,19 +36,44 @@ def add_candidate(dialect: str) -> Insert:
     return adding.returning(CANDIDATES.c.id)
 
 
+# What a call's reply brings to the row written "in_flight" before it was sent.
+_REPLY_COLUMNS = (
+    "prompt",
+    "response",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "cost_usd",
+    "charged_tokens",
+    "charged_usd",
+    "latency_s",
+    "status",
+    "error",
+)
+
+
 @cache
 def add_calls(dialect: str) -> Insert:
-    """A call the ledger writer stored first (same call_id) is skipped by the database, not
-    by a read beforehand that could race with it."""
-    return _dialect_insert(dialect, CALLS).on_conflict_do_nothing(index_elements=["call_id"])
+    """A call stored already (same call_id) is skipped by the database, not by a read
+    beforehand that could race with it, unless it is stored as still in flight: its reply
+    then completes the row. A row that changed counts as written."""
+    adding = _dialect_insert(dialect, CALLS)
+    return adding.on_conflict_do_update(
+        index_elements=["call_id"],
+        set_={column: adding.excluded[column] for column in _REPLY_COLUMNS},
+        where=CALLS.c.status == "in_flight",
+    )
 
 
 @cache
 def add_linked_calls(dialect: str) -> Insert:
-    """The same for a proposal that made a child: a call stored first is linked to it."""
+    """The same for a proposal that made a child: a call stored first is linked to it, and
+    completed by its reply."""
     adding = _dialect_insert(dialect, CALLS)
+    columns = (*_REPLY_COLUMNS, "candidate_id")
     return adding.on_conflict_do_update(
-        index_elements=["call_id"], set_={"candidate_id": adding.excluded.candidate_id}
+        index_elements=["call_id"], set_={column: adding.excluded[column] for column in columns}
     )
 
 
