@@ -49,13 +49,15 @@ def retry(
     """Attempt until a final outcome or `max_attempts`; each attempt is recorded with its
     latency and start (unix time), so a storm of 429s shows up in the ledger with what it
     cost. Waiting at the gate costs no attempt and counts in no latency. `reserve` holds
-    each attempt against the run's budgets before it reaches the gate, and raises where
-    the budgets refuse it (evolve/llm/reservations.py)."""
+    each attempt the gate lets through against the run's budgets, and raises where the
+    budgets refuse it (evolve/llm/reservations.py)."""
     calls: list[LLMCall] = []
     for number in range(1, max_attempts + 1):
+        # The gate first: a request it turns away (a refused key) was never sent, and must
+        # leave no reservation, and no row, behind.
+        probe = gate.admit(sleep) if gate is not None else False
         if reserve is not None:
             reserve()
-        probe = gate.admit(sleep) if gate is not None else False
         started_at, started = time.time(), time.monotonic()
         outcome = attempt()
         latency_s = time.monotonic() - started
