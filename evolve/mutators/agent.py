@@ -76,6 +76,7 @@ class Agent:
             extra,
             attempts=request.attempts,
             digest=request.digest,
+            metric_names=request.metric_names,
         )
         toolbox = Toolbox(
             request.parent,

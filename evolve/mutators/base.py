@@ -52,6 +52,7 @@ class MutationRequest:
     attempts: tuple[PastAttempt, ...] = ()  # the parent's recent proposals, newest first
     digest: str = ""  # the run's digest of what has worked so far
     token_cap: int | None = None  # tokens this proposal may use, as the run's budget allows
+    metric_names: tuple[str, ...] = ()  # the metrics the run reports, for the prompt's legend
 
 
 @dataclass(frozen=True)

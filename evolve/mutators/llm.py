@@ -69,6 +69,7 @@ class LLMEditor:
             self.templates,
             attempts=request.attempts,
             digest=request.digest,
+            metric_names=request.metric_names,
         )
         messages = [{"role": "user", "content": user}]
         calls: list[LLMCall] = []
