@@ -107,7 +107,7 @@ def make_population(folder: Path, candidates: int) -> None:
         argv = [sys.executable, "-m", "evolve", "run", str(task / "task.yaml"), "--plain"]
         argv += ["--sandbox", "process", "--candidates", str(candidates), "--seed", "1"]
         argv += ["--name", RUN, "--db", f"sqlite:///{folder / STORE}", "--results", str(folder)]
-        argv += ["--workers", "1"]
+        argv += ["--workers", "1", "--wall-time", "1800"]  # the candidates end it, not the clock
         env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "sk-bench"}
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
         if done.returncode != 0:
