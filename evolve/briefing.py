@@ -2,13 +2,16 @@
 the run's digest, and how many tokens it may spend.
 
 Model calls are what a user pays for, so each prompt carries what the run has learnt: the
-island's best and programs unlike the parent (chosen by code distance, never by chance),
-what was already tried on this parent and how it ended, and a digest of what has worked,
-refreshed every `search.digest_every` candidates from the store.
+island's best where it beats the parent, and programs unlike the parent (chosen by code
+distance, never by chance), what was already tried on this parent and how it ended, and a
+digest of what has worked, refreshed every `search.digest_every` candidates from the store.
+The seed is never offered to a parent that beats it, as an idea or as a crossover partner
+while better partners exist: everything in the run grew from it.
 """
 
 from __future__ import annotations
 
+import random
 from collections import OrderedDict
 
 from evolve.budgets import Budgets
@@ -51,23 +54,58 @@ class Briefing:
         # elites are shown again and again, and reading their evaluations each time was
         # most of a model proposal's cost to the driver.
         self.shown: OrderedDict[tuple[int, str, int], Parent] = OrderedDict()
+        # The metrics of the first evaluation shown (the seed's, as a rule): the run's
+        # evaluator reports the same ones for every program, so the legend that explains
+        # them is written once, into the system prompt that a provider caches.
+        self.metric_names: tuple[str, ...] = ()
 
     def others(self, pick: Pick, partner_id: int | None) -> tuple[Parent, ...]:
         """The partner first (crossover's second parent), then up to `search.inspirations`
-        programs: the island's best, and the rest as far in code from the parent and from
-        each other as the island's elites allow."""
+        programs: the island's best where it beats the parent, and the rest as far in code
+        from the parent and from each other as the island's elites allow."""
         wanted = self.spec.search.inspirations
         taken = [] if partner_id is None else [partner_id]
+        parent = self.candidates.get(pick.parent_id)
         pool = [
             i
             for i in self.strategy.elites(pick.island, ELITE_POOL)
-            if i not in (pick.parent_id, partner_id)
+            if i not in (pick.parent_id, partner_id) and not self._outgrown(i, parent)
         ]
-        if wanted and pool:
-            taken.append(pool[0])
-            rest = [i for i in pool[1:] if i not in taken]
-            taken += self.novelty.diverse(rest, wanted - 1, pick.parent_id) if wanted > 1 else []
+        best = pool[0] if pool and self._beats(self.candidates.get(pool[0]), parent) else None
+        if wanted and best is not None:
+            taken.append(best)
+        rest = [i for i in pool if i not in taken]
+        room = wanted - (best is not None)
+        taken += self.novelty.diverse(rest, room, pick.parent_id) if room > 0 and rest else []
         return tuple(self.parent(self.candidates.get(i)) for i in taken)
+
+    def partner(self, pick: Pick, rng: random.Random) -> int | None:
+        """Crossover's second parent, as the strategy draws it; the seed drawn for a parent
+        that beats it gives way to one of the island's elites that beat the seed."""
+        drawn = self.strategy.partner(pick, rng)
+        if drawn is None:
+            return None
+        parent = self.candidates.get(pick.parent_id)
+        if not self._outgrown(drawn, parent):
+            return drawn
+        seed = self.candidates.get(drawn)
+        better = [
+            i
+            for i in self.strategy.elites(pick.island, ELITE_POOL)
+            if i not in (pick.parent_id, drawn) and self._beats(self.candidates.get(i), seed)
+        ]
+        return rng.choice(better) if better else drawn
+
+    def _outgrown(self, candidate_id: int, parent: CandidateRecord) -> bool:
+        """Whether `candidate_id` is the seed and `parent` beats it."""
+        candidate = self.candidates.get(candidate_id)
+        return not candidate.parent_ids and self._beats(parent, candidate)
+
+    @staticmethod
+    def _beats(one: CandidateRecord, other: CandidateRecord) -> bool:
+        if one.score is None:
+            return False
+        return other.score is None or one.score > other.score
 
     def attempts(self, parent_id: int) -> tuple[PastAttempt, ...]:
         return self.recent.of(parent_id)
@@ -97,6 +135,8 @@ class Briefing:
         shown = scoring_evaluation(evaluations) or (evaluations[-1] if evaluations else None)
         metrics, feedback = (shown.metrics, shown.feedback) if shown else ({}, "")
         parent = Parent(candidate.id, candidate.program, candidate.score, metrics, feedback)
+        if metrics and not self.metric_names:
+            self.metric_names = tuple(metrics)
         self.shown[key] = parent
         if len(self.shown) > SHOWN_KEPT:
             self.shown.popitem(last=False)

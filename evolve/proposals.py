@@ -164,7 +164,7 @@ class Proposer:
             name, arm, model = instead
         if arm is not None and self.bandit is not None:
             self.bandit.pulled(arm)
-        partner_id = self.strategy.partner(pick, rng) if name == "crossover" else None
+        partner_id = self.briefing.partner(pick, rng) if name == "crossover" else None
         request = MutationRequest(self.briefing.parent(parent), (), rng.getrandbits(63), model)
         if name in LLM_OPERATORS:
             request = MutationRequest(
@@ -176,6 +176,7 @@ class Proposer:
                 digest=self.briefing.run_digest(added),
                 token_cap=self.briefing.token_cap(llm_in_flight),
                 in_flight=self.spread.being_tried(parent.id),
+                metric_names=self.briefing.metric_names,
             )
         self.proposals += 1
         parents = [parent.id] if partner_id is None else [parent.id, partner_id]

@@ -88,10 +88,12 @@ def test_the_agent_reads_a_compile_error_fixes_its_draft_and_submits(
     assert outcome.reason == "candidate budget reached (2)"
     notes, broken, fixed, top = seen
     assert "Loop order first" in notes
+    assert "Register blocking" not in notes, "read_notes returned more than was asked"
     assert broken.startswith("draft 1: build_failed") and "error" in broken
     assert fixed.startswith("draft 2: ok")
     seed = store.seed_candidate("agent")
     assert seed is not None and f"#{seed.id}: ok" in top
+    assert "measured once" in top or "crowned" in top
 
     assert store.count_candidates("agent") == 2, "a draft became a candidate"
     child = next(c for c in store.top("agent", 5) if c.id != seed.id)

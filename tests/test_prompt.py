@@ -78,18 +78,104 @@ def test_rewrite_asks_for_one_fenced_block_and_fix_names_the_failure() -> None:
     assert "error: 'q' undeclared" in user
 
 
-def test_inspirations_show_blocks_only_and_crossover_shows_the_partner_in_full() -> None:
-    other = Parent(9, Program({"k.c": KERNEL.replace("x * 2", "x << 1")}), 2.0)
+def test_inspirations_and_the_crossover_partner_show_their_blocks_changes_only() -> None:
+    other = Parent(9, Program({"k.c": KERNEL.replace("x * 2", "x << 1")}), 2.0, {"gflops": 9.0})
     _, user = build_prompt("diff", CONTEXT, parent(), [other])
-    inspiration = user.split("### Program #9 (score 2, higher is better)")[1]
-    assert "x << 1" in inspiration
+    inspiration = user.split("### Program #9 (score 2, higher is better")[1]
+    assert "k.c, its EVOLVE-BLOCKs:\n```c\nint tuned(int x) { return x << 1; }" in inspiration, (
+        "a one-line block is shorter whole than as a diff"
+    )
     assert "fixed_helper" not in inspiration
-    _, user = build_prompt("crossover", CONTEXT, parent(), [other])
-    partner = user.split("## The second program, #9 (score 2, higher is better)")[1]
-    assert "fixed_helper" in partner
-    assert "x << 1" in partner
+    current = Parent(7, Program({"k.c": LONG_KERNEL}), 1.0)
+    second = Parent(
+        9, Program({"k.c": LONG_KERNEL.replace("x ^ 33", "x ^ 34")}), 2.0, {"gflops": 9.0}
+    )
+    _, user = build_prompt("crossover", CONTEXT, current, [second])
+    partner = user.split("## The second program, #9 (score 2, higher is better)\n")[1]
+    assert partner.startswith("Metrics: gflops = 9 GFLOP/s\nk.c, changes to the current program:")
+    assert "-static int helper_three(int x) { return x ^ 33; }\n+" in partner
+    assert "fixed_helper" not in partner, "the fixed code is in the current program, once"
+    assert user.count("helper_one(int x)") == 1, "the unchanged lines are shown once"
     with pytest.raises(ValueError, match="second parent"):
         build_prompt("crossover", CONTEXT, parent(), [])
+
+
+LONG_KERNEL = """\
+int fixed_helper(void) { return 1; }
+// EVOLVE-BLOCK-START
+#define TILE 64
+static int helper_one(int x) { return x + 11; }
+static int helper_two(int x) { return x - 22; }
+static int helper_three(int x) { return x ^ 33; }
+static int helper_four(int x) { return x | 44; }
+int tuned(int x) { return helper_four(helper_three(helper_two(helper_one(x)))) * 2; }
+// EVOLVE-BLOCK-END
+"""
+
+
+def test_an_inspiration_is_shown_as_its_changes_to_the_parent_not_its_whole_block() -> None:
+    """The lines it shares with the current program are in the prompt once, as the
+    current program's; an inspiration brings only its changes and a little context."""
+    current = Parent(7, Program({"k.c": LONG_KERNEL}), 1.0)
+    other = Parent(9, Program({"k.c": LONG_KERNEL.replace("TILE 64", "TILE 128")}), 2.0)
+    same = Parent(11, Program({"k.c": LONG_KERNEL}), 1.5)
+    _, user = build_prompt("diff", CONTEXT, current, [other, same])
+    section = user.split("## Other programs", 1)[1]
+    assert "-#define TILE 64\n+#define TILE 128\n" in section
+    assert " static int helper_one(int x) { return x + 11; }\n" in section, "no context"
+    assert user.count("helper_four(int x)") == 1, "the unchanged block was repeated"
+    assert user.count("helper_four(helper_three") == 1
+    assert "#11 (score 1.5, higher is better)\nk.c: the same EVOLVE-BLOCKs" in section
+    rewritten = Parent(12, Program({"k.c": "// EVOLVE-BLOCK-START\nint tuned(int x);\n"
+                                           "// EVOLVE-BLOCK-END\n"}), 3.0)  # fmt: skip
+    _, user = build_prompt("diff", CONTEXT, current, [rewritten])
+    assert "k.c, its EVOLVE-BLOCKs:\n```c\nint tuned(int x);\n```" in user, (
+        "a rewrite is shorter whole than as a diff"
+    )
+
+
+def test_inspirations_are_sorted_best_first_and_lower_ones_are_labelled() -> None:
+    scores = {21: 0.5, 22: 3.0, 23: None, 24: 2.0, 25: 1.0}
+    others = [
+        Parent(pid, Program({"k.c": KERNEL.replace("x * 2", f"x * {pid}")}), score)
+        for pid, score in scores.items()
+    ]
+    _, user = build_prompt("diff", CONTEXT, parent(1.25), others)
+    section = user.split("## Other programs, best first", 1)[1]
+    order = [section.index(f"### Program #{pid} ") for pid in (22, 24, 25, 21, 23)]
+    assert order == sorted(order), "not best first"
+    label = section.index("Programs scoring below the current one")
+    assert order[1] < label < order[2], "the lower ones are not labelled as such"
+    _, user = build_prompt("fix", CONTEXT, parent(None), others)
+    assert "scoring below" not in user, "every scored program beats a failed one"
+
+
+def test_what_is_the_same_all_run_long_comes_before_what_changes() -> None:
+    """The legend of the run's metrics joins the task, rules, hardware, notes and answer
+    format in the system prompt, which comes first and is the same for every proposal;
+    the user message explains only a metric that legend does not cover."""
+    names = ("gflops", "time_spread", "text.a.c")
+    first = Parent(7, Program({"k.c": KERNEL}), 1.0, {"gflops": 3.5, "time_spread": 0.1})
+    second = Parent(
+        8, Program({"k.c": KERNEL.replace("x * 2", "x + x")}), 2.0,
+        {"gflops": 7.0, "text.b.c": 96.0, "time_s": 0.5},
+    )  # fmt: skip
+    for operator in OPERATORS:
+        a_system, a_user = build_prompt(
+            operator, CONTEXT, first, [second], extra=TURNS, metric_names=names
+        )
+        b_system, b_user = build_prompt(
+            operator, CONTEXT, second, [first], extra=TURNS, metric_names=names, digest="d"
+        )
+        assert a_system == b_system, operator
+        legend = a_system.split("## What the metrics mean\n", 1)[1].split("\n\n", 1)[0]
+        assert "- time_spread: relative spread" in legend and "text.<file>" in legend
+        assert a_system.index("## What the metrics mean") < a_system.index("## Answer format")
+        for user in (a_user, b_user):
+            assert "relative spread" not in user and "text.<file>" not in user, operator
+            assert "## What the metrics mean" not in user
+        other = b_user.split("## What the other metrics mean\n", 1)[1].split("\n## ", 1)[0]
+        assert other.strip() == "- time_s (s): median time of one call", operator
 
 
 def test_every_inspiration_sent_is_shown_with_its_key_metrics_in_units() -> None:
@@ -266,6 +352,10 @@ def test_a_section_the_task_system_prompt_leaves_out_stays_in_the_user_message(
     assert "Make tuned() fast." not in user
     for kept in ("Shifts beat multiplies", "Test Chip 9000", "<<<<<<< SEARCH"):
         assert kept in user and kept not in system
+    _, user = build_prompt(
+        "diff", CONTEXT, parent(), [], templates=tmp_path, metric_names=("gflops",)
+    )
+    assert "## What the metrics mean\n- gflops (GFLOP/s): floating-point" in user
 
 
 def test_every_placeholder_is_accepted_in_every_template(tmp_path: Path) -> None:

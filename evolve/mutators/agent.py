@@ -77,6 +77,7 @@ class Agent:
             attempts=request.attempts,
             in_flight=request.in_flight,
             digest=request.digest,
+            metric_names=request.metric_names,
         )
         toolbox = Toolbox(
             request.parent,

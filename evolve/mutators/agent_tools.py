@@ -7,12 +7,12 @@ the model reads it and tries again, as a person would.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from evolve.llm.conversation import Tool
+from evolve.mutators import notes_search
 from evolve.mutators.base import Parent
 from evolve.mutators.edits import EditError, apply_diff, parse_diff
 from evolve.mutators.prompt import truncate
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from evolve.store import CandidateRecord
 
 MAX_TOP = 10
-MAX_SECTIONS = 3
-WORD = re.compile(r"[a-z0-9_]{3,}")
 EDITS = {
     "type": "string",
     "description": "SEARCH/REPLACE blocks against the current program, in the answer format",
@@ -53,12 +51,14 @@ TOOLS = (
     ),
     Tool(
         "top_candidates",
-        f"The k best programs of this run so far (k at most {MAX_TOP}).",
+        f"The k best programs of this run so far (k at most {MAX_TOP}), the crowned "
+        "champion first, each saying how often its score was measured.",
         {"type": "object", "properties": {"k": {"type": "integer"}}, "required": ["k"]},
     ),
     Tool(
         "read_notes",
-        "Search the task's notes (its knowledge file) for a topic; returns the best sections.",
+        "Search the task's notes (its knowledge file): returns the section whose heading "
+        "the topic names, else the few paragraphs or list items nearest to the topic.",
         {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]},
     ),
     Tool(
@@ -181,23 +181,14 @@ class Toolbox:
         import ray
 
         best = ray.get(self.services.reader.top.remote(max(1, min(k, MAX_TOP))))
-        return "\n".join(_summary(candidate) for candidate in best) or "nothing is scored yet"
+        lines = [f"{_summary(candidate)} ({standing})" for candidate, standing in best]
+        return "\n".join(lines) or "nothing is scored yet"
 
     def read_notes(self, topic: str) -> str:
-        """The sections of the notes that share the most words with `topic`."""
+        """The section of the notes that `topic` names, else the parts nearest to it."""
         if not self.notes.strip():
             return "this task has no notes"
-        sections = _sections(self.notes)
-        wanted = set(WORD.findall(topic.lower()))
-        ranked = sorted(
-            ((len(wanted & set(WORD.findall(s.lower()))), k) for k, s in enumerate(sections)),
-            key=lambda hit: (-hit[0], hit[1]),
-        )
-        found = [sections[k] for hits, k in ranked[:MAX_SECTIONS] if hits]
-        if found:
-            return "\n\n".join(found)
-        titles = [s.splitlines()[0] for s in sections]
-        return f"nothing in the notes matches {topic!r}; their sections are:\n" + "\n".join(titles)
+        return notes_search.find(self.notes, topic)
 
 
 def _integer(arguments: Mapping[str, Any], name: str) -> int:
@@ -217,12 +208,3 @@ def _summary(candidate: CandidateRecord) -> str:
     made = f"{how} by {model}" if model else how
     parents = ", ".join(f"#{p}" for p in candidate.parent_ids) or "none"
     return f"#{candidate.id}: {candidate.status}, {score}; made by {made}; parents {parents}"
-
-
-def _sections(notes: str) -> list[str]:
-    """Markdown sections where the notes have headings, else paragraphs."""
-    if re.search(r"^#{1,6} ", notes, re.M):
-        parts = re.split(r"(?m)^(?=#{1,6} )", notes)
-    else:
-        parts = re.split(r"\n\s*\n", notes)
-    return [part.strip() for part in parts if part.strip()]

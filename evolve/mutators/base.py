@@ -53,6 +53,7 @@ class MutationRequest:
     digest: str = ""  # the run's digest of what has worked so far
     token_cap: int | None = None  # tokens this proposal may use, as the run's budget allows
     in_flight: tuple[str, ...] = ()  # the other model proposals on the parent not answered yet
+    metric_names: tuple[str, ...] = ()  # the metrics the run reports, for the prompt's legend
 
 
 @dataclass(frozen=True)

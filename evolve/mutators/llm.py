@@ -70,6 +70,7 @@ class LLMEditor:
             attempts=request.attempts,
             in_flight=request.in_flight,
             digest=request.digest,
+            metric_names=request.metric_names,
         )
         messages = [{"role": "user", "content": user}]
         calls: list[LLMCall] = []

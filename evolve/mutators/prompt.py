@@ -14,9 +14,11 @@ hold $format, themselves) may all use:
     $digest        the run so far: the best score, what each operator achieved, failures
     $parent        the current program in full: files, score, metrics
     $feedback      the evaluator's feedback on the current program, head and tail kept
-    $inspirations  other programs, best first, their EVOLVE-BLOCKs, scores and key metrics
-    $partner       crossover's second parent in full
-    $legend        the unit and meaning of each metric shown
+    $inspirations  other programs, best first, each as its changes to the current program's
+                   EVOLVE-BLOCKs, with its score and key metrics
+    $partner       crossover's second parent: its metrics, and its changes to the current
+                   program's EVOLVE-BLOCKs
+    $legend        the unit and meaning of each metric the run reports
     $attempts      the current program's recent children and what became of them, then
                    the proposals on it still in flight ("Being tried now")
     $language      the main file's language, for code fences
@@ -24,7 +26,9 @@ hold $format, themselves) may all use:
 
 The system prompt is the same for every proposal of a run that one operator makes, so a
 provider can cache it: it holds the fixed sections ($task, $rules, $hardware, $notes,
-$format). A fixed section that the system template uses is left out of the user message,
+$legend, $format). The legend there covers the metrics the run reports (the engine passes
+their names); a metric shown that they leave out is explained in the user message. A fixed
+section that the system template uses is left out of the user message,
 where it would only repeat; one it does not use stays where the operator template puts it.
 So the operator templates list them too, and a task's own system.txt without $notes still
 has its notes shown.
@@ -45,6 +49,7 @@ import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from difflib import unified_diff
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from string import Template
@@ -56,9 +61,10 @@ from evolve.mutators.edits import rewrite_target
 from evolve.program import split_segments
 
 OPERATORS = ("diff", "rewrite", "crossover", "fix", "agent")
-FIXED_SECTIONS = frozenset({"task", "rules", "hardware", "notes", "format"})
+FIXED_SECTIONS = frozenset({"task", "rules", "hardware", "notes", "legend", "format"})
 FEEDBACK_LIMIT = 6000  # characters of feedback shown, head and tail together
-INSPIRATION_LIMIT = 3000  # characters of each inspiration's EVOLVE-BLOCKs
+INSPIRATION_LIMIT = 3000  # characters of each inspiration's changes or EVOLVE-BLOCKs
+CONTEXT_LINES = 1  # unchanged lines shown around each change of an inspiration
 KEY_METRICS = 5  # metrics shown beside an inspiration's score, the objectives first
 LANGUAGES = {
     ".c": "c",
@@ -121,13 +127,17 @@ def build_prompt(
     attempts: Sequence[PastAttempt] = (),
     digest: str = "",
     in_flight: Sequence[str] = (),
+    metric_names: Sequence[str] = (),
 ) -> tuple[str, str]:
     """The (system, user) prompt asking `operator` to make a child of `parent`.
 
     `others` are the programs the engine chose to show, best first, every one of them. For
-    crossover the first is the second parent, shown in full; the rest are inspirations.
+    crossover the first is the second parent, shown with all its metrics; the rest are
+    inspirations. Both are shown as their changes to the parent's EVOLVE-BLOCKs.
     `attempts` are the parent's recent proposals and `digest` the run's (evolve.digest);
     `in_flight` names the other proposals on the parent not answered yet.
+    `metric_names` are the metrics the run reports, whose legend the system prompt holds;
+    without them every metric shown is explained in the user message.
     `extra` adds placeholders for one operator's template (the agent's $max_turns).
     """
     if operator not in OPERATORS:
@@ -148,9 +158,11 @@ def build_prompt(
         "feedback": _section(
             "Evaluator feedback on the current program", truncate(parent.feedback)
         ),
-        "inspirations": _inspirations_section(inspirations, context),
-        "partner": _program_section("The second program", partner, context) if partner else "",
-        "legend": _legend_section(parent, partner, inspirations, context),
+        "inspirations": _inspirations_section(parent, inspirations, context),
+        "partner": _partner_section(parent, partner, context) if partner else "",
+        "legend": _section(
+            "What the metrics mean", metric_glossary.legend(metric_names, context.evaluator)
+        ),
         "attempts": _joined(_attempts_section(attempts, parent), _in_flight_section(in_flight)),
         "language": context.language,
         "path": rewrite_target(parent.program),
@@ -159,14 +171,22 @@ def build_prompt(
     values["format"] = _render(
         "format_rewrite.txt" if operator == "rewrite" else "format_diff.txt", templates, values
     )
-    return _system_and_user(operator, templates, values)
+    shown = _shown_metrics(parent, partner, inspirations, context)
+    return _system_and_user(operator, templates, values, shown, metric_names, context.evaluator)
 
 
 def _system_and_user(
-    operator: str, templates: Path | None, values: Mapping[str, str]
+    operator: str,
+    templates: Path | None,
+    values: Mapping[str, str],
+    shown: Sequence[str],
+    metric_names: Sequence[str],
+    evaluator: str,
 ) -> tuple[str, str]:
     """The fixed sections the system template uses go there and nowhere else, so the
-    system prompt is the same for every proposal of the operator: a prefix to cache."""
+    system prompt is the same for every proposal of the operator: a prefix to cache.
+    The user message explains the metrics it shows that the system prompt's legend does
+    not: all of them where the system template has no legend."""
     system_text, origin = _load("system.txt", templates)
     in_system = set(FIXED_SECTIONS.intersection(Template(system_text).get_identifiers()))
     system_values = values
@@ -174,8 +194,24 @@ def _system_and_user(
         in_system.discard("notes")
         system_values = {**values, "notes": ""}
     system = _fill(system_text, origin, system_values)
-    user = _render(f"{operator}.txt", templates, {**values, **dict.fromkeys(in_system, "")})
+    explained = (
+        {_label(name, evaluator) for name in metric_names} if "legend" in in_system else set()
+    )
+    unexplained = [name for name in shown if _label(name, evaluator) not in explained]
+    title = "What the other metrics mean" if explained else "What the metrics mean"
+    user_values = {
+        **values,
+        **dict.fromkeys(in_system, ""),
+        "legend": _section(title, metric_glossary.legend(unexplained, evaluator)),
+    }
+    user = _render(f"{operator}.txt", templates, user_values)
     return system, user
+
+
+def _label(metric: str, evaluator: str) -> str:
+    """What a metric's legend line is headed by: `text.<file>` covers every file."""
+    known = metric_glossary.meaning(metric, evaluator)
+    return known.label if known else metric
 
 
 def repair_prompt(error: str, templates: Path | None = None) -> str:
@@ -239,30 +275,93 @@ def _program_section(title: str, parent: Parent, context: PromptContext) -> str:
     return "\n".join(parts)
 
 
-def _inspirations_section(others: Sequence[Parent], context: PromptContext) -> str:
-    """Other programs' EVOLVE-BLOCKs only: the frozen code is the same in all of them."""
-    shown = []
-    for other in others:
-        blocks = []
-        for path, text in other.program.files.items():
-            mutable = "".join("".join(s.lines) for s in split_segments(path, text) if s.mutable)
-            if mutable.strip():
-                code = truncate(mutable, INSPIRATION_LIMIT)
-                blocks.append(f"{path}:\n{_fenced(_fence_language(path, other, context), code)}")
-        metrics = _metrics(other, _key_metrics(other, context), context)
-        about = f"{_score(other)}; {metrics}" if metrics else _score(other)
-        shown.append(f"### Program #{other.id} ({about})\n" + "\n".join(blocks))
-    title = "Other programs, best first, for ideas (their EVOLVE-BLOCKs only)"
-    return _section(title, "\n\n".join(shown))
+def _inspirations_section(parent: Parent, others: Sequence[Parent], context: PromptContext) -> str:
+    """Other programs as their changes to the current program's EVOLVE-BLOCKs: the code
+    they share with it is already in the prompt once. Those scoring at least the current
+    program come first, best first; those below it were chosen for being unlike it, and
+    are labelled so."""
+    ranked = sorted(others, key=lambda o: (o.score is None, -(o.score or 0.0), o.id))
+    better = [o for o in ranked if not _below(o, parent)]
+    unlike = [o for o in ranked if _below(o, parent)]
+    parts = [_inspiration(parent, other, context) for other in better]
+    if unlike:
+        parts.append(
+            "Programs scoring below the current one, shown for ideas unlike it, best first:"
+        )
+        parts += [_inspiration(parent, other, context) for other in unlike]
+    title = "Other programs, best first, as changes to the current program's EVOLVE-BLOCKs"
+    return _section(title, "\n\n".join(parts))
 
 
-def _legend_section(
+def _below(other: Parent, parent: Parent) -> bool:
+    """Whether `other` scores below `parent`; nothing does below a failed program."""
+    if parent.score is None:
+        return False
+    return other.score is None or other.score < parent.score
+
+
+def _partner_section(parent: Parent, partner: Parent, context: PromptContext) -> str:
+    """Crossover's second parent, with all its metrics, as its changes to the current
+    program: the code outside the EVOLVE-BLOCKs is the same in both."""
+    parts = [f"## The second program, #{partner.id} ({_score(partner)})"]
+    if partner.metrics:
+        parts.append(f"Metrics: {_metrics(partner, list(partner.metrics), context)}")
+    return "\n".join([*parts, *_against(parent, partner, context)])
+
+
+def _inspiration(parent: Parent, other: Parent, context: PromptContext) -> str:
+    metrics = _metrics(other, _key_metrics(other, context), context)
+    about = f"{_score(other)}; {metrics}" if metrics else _score(other)
+    return "\n".join([f"### Program #{other.id} ({about})", *_against(parent, other, context)])
+
+
+def _against(parent: Parent, other: Parent, context: PromptContext) -> list[str]:
+    """Each file's EVOLVE-BLOCKs as a unified diff from the current program's, or whole
+    where the diff would be longer (a rewrite) or the current program lacks the file."""
+    blocks = []
+    for path, text in other.program.files.items():
+        theirs = _mutable(path, text)
+        if not theirs.strip():
+            continue
+        ours = parent.program.files.get(path)
+        changes = _changes(_mutable(path, ours), theirs) if ours is not None else None
+        if changes == "":
+            blocks.append(f"{path}: the same EVOLVE-BLOCKs as the current program")
+        elif changes is not None and len(changes) < len(theirs):
+            code = truncate(changes, INSPIRATION_LIMIT)
+            blocks.append(f"{path}, changes to the current program:\n{_fenced('diff', code)}")
+        else:
+            code = truncate(theirs, INSPIRATION_LIMIT)
+            language = _fence_language(path, other, context)
+            blocks.append(f"{path}, its EVOLVE-BLOCKs:\n{_fenced(language, code)}")
+    return blocks
+
+
+def _mutable(path: str, text: str) -> str:
+    return "".join("".join(s.lines) for s in split_segments(path, text) if s.mutable)
+
+
+def _changes(ours: str, theirs: str) -> str:
+    """The hunks turning `ours` into `theirs`, each opened by a bare `@@` (line numbers
+    within the blocks would mislead); empty when they are the same."""
+    lines = list(
+        unified_diff(
+            ours.splitlines(keepends=True), theirs.splitlines(keepends=True), n=CONTEXT_LINES
+        )
+    )[2:]  # the --- and +++ lines name no files here
+    shown = [
+        "@@\n" if line.startswith("@@") else line if line.endswith("\n") else line + "\n"
+        for line in lines
+    ]
+    return "".join(shown)
+
+
+def _shown_metrics(
     parent: Parent, partner: Parent | None, others: Sequence[Parent], context: PromptContext
-) -> str:
-    """Each meaning once, for every metric the prompt shows."""
+) -> list[str]:
+    """Every metric the user message shows, in order of appearance."""
     shown = [*parent.metrics, *(partner.metrics if partner else ())]
-    shown += [name for other in others for name in _key_metrics(other, context)]
-    return _section("What the metrics mean", metric_glossary.legend(shown, context.evaluator))
+    return shown + [name for other in others for name in _key_metrics(other, context)]
 
 
 def _attempts_section(attempts: Sequence[PastAttempt], parent: Parent) -> str:
