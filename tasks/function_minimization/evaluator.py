@@ -7,10 +7,16 @@ sixteen more, which measure how reliably it finds the minimum; evaluate runs bot
 task that turns the cascade off (`cascade: false`). Each search gets a fresh shift of the
 function, drawn here, so the minimum's place cannot be learned, and is scored by the best
 value among the calls within its budget, recorded here, whatever the program returns.
+
+Each stage also returns its searches as an artifact (`stage1_searches`, `stage2_searches`:
+JSON, each search's shift and the point of its best call), from which the task's trusted
+verify.py recomputes every metric outside the sandbox: the candidate runs in this process
+and could change what this file reports.
 """
 
 import contextlib
 import importlib.util
+import json
 import math
 import random
 
@@ -33,6 +39,7 @@ class Objective:
         self.budget = budget
         self.calls = 0
         self.best = math.inf
+        self.best_point = None  # where the best value was found
 
     def __call__(self, x, y):
         self.calls += 1
@@ -43,6 +50,7 @@ class Objective:
             value += z * z - 10.0 * math.cos(2.0 * math.pi * z)
         if value < self.best:
             self.best = value
+            self.best_point = (float(x), float(y))
         return value
 
 
@@ -54,16 +62,18 @@ def load(program_path):
 
 
 def searches(program_path, runs):
-    """The gap (best value found, less the minimum 0) of each of `runs` fresh searches."""
+    """The gap (best value found, less the minimum 0) of each of `runs` fresh searches, and
+    the searches as verify.py reads them: each one's shift and best point (None: no call)."""
     module = load(program_path)
     draw = random.SystemRandom()
-    gaps = []
+    gaps, record = [], []
     for _ in range(runs):
         objective = Objective(draw.uniform(-SHIFT, SHIFT), draw.uniform(-SHIFT, SHIFT), BUDGET)
         with contextlib.suppress(BudgetSpent):  # scored on the calls within the budget
             module.run_search(objective, BOUNDS, BUDGET, draw.randrange(2**32))
         gaps.append(objective.best)
-    return gaps
+        record.append({"shift": list(objective.shift), "best": objective.best_point})
+    return gaps, json.dumps(record)
 
 
 def score(gap):
@@ -71,17 +81,18 @@ def score(gap):
 
 
 def evaluate_stage1(program_path):
-    (gap,) = searches(program_path, 1)
-    return {"first_gap": gap, "combined_score": score(gap)}
+    (gap,), record = searches(program_path, 1)
+    return {"first_gap": gap, "combined_score": score(gap), "stage1_searches": record}
 
 
 def evaluate_stage2(program_path):
-    gaps = searches(program_path, STAGE2_RUNS)
+    gaps, record = searches(program_path, STAGE2_RUNS)
     return {
         "mean_gap": sum(gaps) / len(gaps),
         "worst_gap": max(gaps),
         "success_rate": sum(gap <= FOUND for gap in gaps) / len(gaps),
         "combined_score": sum(score(gap) for gap in gaps) / len(gaps),
+        "stage2_searches": record,
     }
 
 
