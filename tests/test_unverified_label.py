@@ -183,43 +183,55 @@ def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
 FOLDER = ROOT / "tasks" / "function_minimization"
 # Each forgery goes in front of the seed's search, which stays as it is.
 FORGERIES = {
-    # The evaluator's own score function, replaced: every search would score 1.
-    "score": 'sys.modules["evaluator"].score = lambda gap: 1.0',
-    # The runner made to write a result of the candidate's choosing.
-    "runner": textwrap.dedent("""\
-        def forge(result, outcome):
-            with open(result, "w") as stream:
-                stream.write('{"metrics": {"combined_score": 1.0}, "artifacts": {}}')
-            return 0
-        for name in ("__main__", "__evolve_warm__"):
-            if hasattr(sys.modules.get(name), "write"):
-                sys.modules[name].write = forge
+    # The evaluator's score function replaced, were the evaluator in the candidate's process.
+    "patch": textwrap.dedent("""\
+        if "evaluator" in sys.modules:
+            sys.modules["evaluator"].score = lambda gap: 1.0
     """),
+    # A result file of the candidate's own, written before the evaluator writes its own.
+    "result": textwrap.dedent("""\
+        with open("__evolve_result__.json", "w") as stream:
+            stream.write('{"metrics": {"combined_score": 1.0}, "artifacts": {}}')
+    """),
+    # The shift read from the objective, to call it at the minimum.
+    "shift": "run_search = lambda objective, *rest: objective(*objective.shift)",
+    # The evaluator's memory read, where the shift and the best value are.
+    "memory": 'open(f"/proc/{os.getppid()}/mem", "rb").close()',
 }
 
 
 def forged(forgery: str) -> Program:
     seed = load_task(FOLDER / "task.yaml").seed.files["initial_program.py"]
-    return Program({"initial_program.py": f"import sys\n{FORGERIES[forgery]}\n{seed}"})
+    body = seed if forgery != "shift" else seed + FORGERIES[forgery] + "\n"
+    head = FORGERIES[forgery] if forgery != "shift" else ""
+    return Program({"initial_program.py": f"import os\nimport sys\n{head}\n{body}"})
 
 
 @pytest.mark.parametrize(
     ("forgery", "said"),
     [
-        ("score", "ValueError: the evaluator claimed combined_score 1.0, but its searches give"),
-        ("runner", "the evaluator returned no stage1_searches to check"),
+        ("patch", None),
+        ("result", None),
+        ("shift", "AttributeError: 'Remote' object has no attribute 'shift'"),
+        ("memory", "PermissionError"),
     ],
 )
-def test_function_minimization_rejects_a_forged_score(
-    sandbox: Sandbox, forgery: str, said: str
+def test_function_minimization_keeps_the_score_out_of_the_candidates_reach(
+    sandbox: Sandbox, forgery: str, said: str | None
 ) -> None:
+    """The candidate searches in a process of its own: what it patches is its own, and the
+    evaluator's memory is closed to it. Scored truly or failed, never crowned at 1."""
     loaded = load_task(FOLDER / "task.yaml")
     evaluator = PythonEvaluator(loaded.spec.evaluator.params, loaded.root)
     evaluator.limits = Limits(timeout_s=20)
     result = evaluator.evaluate(forged(forgery), sandbox, seed=0)
-    assert result.status == "verify_failed", result.feedback
-    assert result.metrics == {}
-    assert said in result.feedback
+    if said is None:
+        assert result.status == "ok", result.feedback
+        assert result.stages[-1].name == "verify"
+        assert result.metrics["combined_score"] < 0.99
+    else:
+        assert result.status == "stage1_failed", result.feedback
+        assert said in result.feedback + result.artifacts.get("stage1.stderr", "")
 
 
 def test_function_minimization_verify_recomputes_what_the_searches_give() -> None:
@@ -235,23 +247,23 @@ def test_function_minimization_verify_recomputes_what_the_searches_give() -> Non
     exact = '[{"shift": [1.0, 1.0], "best": [1.0, 1.0]}]'  # a perfect stage 1
     with pytest.raises(StageFailed, match="stage 1 earned stage 2"):
         verifier(claims, {"stage1_searches": exact})
-    outside = '[{"shift": [1.0, 1.0], "best": [9.0, 1.0]}]'
-    with pytest.raises(StageFailed, match="outside"):
-        verifier({}, {"stage1_searches": outside})
+    moved = '[{"shift": [4.0, 1.0], "best": [4.0, 1.0]}]'  # a shift evaluator.py never draws
+    with pytest.raises(StageFailed, match=r"outside \[-3, 3\]"):
+        verifier({}, {"stage1_searches": moved})
 
 
 def test_a_run_of_a_forging_seed_crowns_nothing(tmp_path: Path) -> None:
     folder = tmp_path / "function_minimization"
     folder.mkdir()
-    for name in ("evaluator.py", "verify.py", "notes.md"):
+    for name in ("evaluator.py", "searcher.py", "verify.py", "notes.md"):
         (folder / name).write_text((FOLDER / name).read_text())
     spec = (FOLDER / "task.yaml").read_text().replace("candidates: 100", "candidates: 3")
     (folder / "task.yaml").write_text(spec)
-    (folder / "initial_program.py").write_text(forged("score").files["initial_program.py"])
+    (folder / "initial_program.py").write_text(forged("shift").files["initial_program.py"])
     done = evolve(tmp_path, "run", str(folder / "task.yaml"), "--sandbox", "process", "--plain",
                   "--name", "forged")  # fmt: skip
     assert done.returncode != 0, done.stdout + done.stderr
-    assert "verify_failed" in done.stdout
+    assert "stage1_failed" in done.stdout
     assert "best: candidate" not in done.stdout
     with Store(f"sqlite:///{tmp_path / 'results' / 'evolve.db'}") as store:
         assert [score for _, _, score in store.scored("forged")] == []

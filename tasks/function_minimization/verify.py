@@ -1,21 +1,22 @@
 """The trusted check of a function_minimization result, run outside the sandbox.
 
-evaluator.py runs in the candidate's process, which can change what it reports (its score
-function, the runner's result), so this file recomputes every metric itself from the
-searches the evaluator returned: each search's shift of the function and the point of its
-best call (the artifacts `stage1_searches` and `stage2_searches`). It rejects a record
-that is malformed, has the wrong number of searches, a shift or a point out of range, or
-skips stage 2 although stage 1 earned it, and claimed metrics that its searches do not
-give. Only what it returns is scored. It never enters the sandbox.
+evaluator.py keeps the candidate in a process of its own, but both run in the same sandbox
+job, so this file does not take the evaluator's numbers on trust: it recomputes every
+metric from the searches the evaluator returned, each search's shift of the function and
+the point of its best call (the artifacts `stage1_searches` and `stage2_searches`). It
+rejects a record that is malformed, has the wrong number of searches, a shift out of
+range or a point that is not finite, or skips stage 2 although stage 1 earned it, and
+claimed metrics that its searches do not give. Only what it returns is scored. It never
+enters the sandbox.
 
-What it cannot catch: the shift is drawn inside the sandbox, so a candidate that rewrites
-a search's shift and point together, consistently, still passes.
+What it cannot catch alone: the shift is drawn in the sandbox, so a result rewritten with
+shift and point changed together, consistently, would pass; evaluator.py keeps both out
+of the candidate's reach.
 """
 
 import json
 import math
 
-BOUND = 5.12  # the search box is [-BOUND, BOUND]^2, as in evaluator.py
 SHIFT = 3.0  # each shift lies in [-SHIFT, SHIFT]^2
 FOUND = 0.01
 STAGE2_RUNS = 16
@@ -58,7 +59,7 @@ def gaps(artifacts, name, runs):
         if best is None:  # a search that never called the function
             found.append(math.inf)
             continue
-        x, y = pair(best, BOUND, f"{name}[{i}].best")
+        x, y = pair(best, math.inf, f"{name}[{i}].best")  # a call may leave the box
         found.append(rastrigin(x, y, shift))
     return found
 
