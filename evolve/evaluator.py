@@ -52,6 +52,10 @@ class Evaluator(Protocol):
     # headers, the entry's signature), as "- " lines for the model's prompt, so a model
     # learns the allowlists before a proposal fails on them. Called once, in the driver,
     # when the run starts; an evaluator without it gives the prompt no rules of its own.
+    # Optional: `unverified() -> str | None`, why a candidate could forge its scores (they
+    # are computed where the candidate runs, and nothing outside re-checks them), in one
+    # line; None, or no such method, when trusted code measures or re-checks every score.
+    # The views mark an unverified run's scores (evolve/verification.py).
 
 
 def available_evaluators() -> dict[str, Any]:

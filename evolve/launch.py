@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from rich.markup import escape
 
-from evolve import cluster, lease, orphans, store_location
+from evolve import cluster, lease, orphans, store_location, verification
 from evolve.engine import Engine, Outcome
 from evolve.knobs import find_knobs
 from evolve.mutators import LLM_OPERATORS
@@ -159,6 +159,7 @@ def new_run(
                 "objectives": [(o.name, o.direction) for o in task.spec.objectives],
                 "strategy": task.spec.search.strategy,
                 "budget": task.spec.budget.model_dump(),  # with this invocation's overrides
+                verification.SETTING: task.unverified,
             },
         )
         lease.take(store, run_name, me)  # a new run: nobody else can hold it
@@ -257,7 +258,12 @@ def execute(
         workers = cpus
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stops as Ctrl-C does
     live = not options.plain and console.is_terminal
-    observer = Dashboard(store, run_name, console) if live else PlainLog(console)
+    unverified = task.unverified is not None
+    observer = (
+        Dashboard(store, run_name, console, unverified=unverified)
+        if live
+        else PlainLog(console, unverified=unverified)
+    )
     heartbeat = lease.Heartbeat(store, run_name, me)
 
     def end(status: str) -> None:
@@ -321,8 +327,10 @@ def execute(
     metrics = ", ".join(
         f"{k} {v:.4g}" for k, v in (evaluation.metrics if evaluation else {}).items()
     )
+    unverified = f" {verification.WORD}" if task.unverified else ""
     console.print(
-        f"best: candidate #{best.id}, score {best.score:.4g} (seed: {_score(seed)}), {metrics}\n"
+        f"best: candidate #{best.id}, score {best.score:.4g}{unverified} (seed: {_score(seed)}), "
+        f"{metrics}\n"
         f"written to {folder / 'best'}/\n"
         f"see it with: evolve show {best.id}    the board: evolve leaderboard {run_name}"
     )

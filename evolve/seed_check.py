@@ -29,6 +29,7 @@ from evolve.taskfile import LoadedTask, make_evaluator
 from evolve.taskyaml import YAMLLimitError
 from evolve.taskyaml import load as load_yaml
 from evolve.ui.console import console, errors
+from evolve.verification import WORD
 
 log = logging.getLogger("evolve.check")
 
@@ -47,6 +48,12 @@ def check_seed(task: LoadedTask, backend: str | None) -> int:
         f"sandbox {spec.sandbox.backend}, seed {', '.join(task.seed.files)}",
         highlight=False,
     )
+    if task.unverified:
+        errors.print(
+            f"[yellow]warning:[/yellow] {escape(str(task.path))}: its scores are "
+            f"{WORD}: {escape(task.unverified)}",
+            highlight=False,
+        )
     evaluator = make_evaluator(task)
     evaluator.limits = spec.sandbox.limits()
     started = time.monotonic()
@@ -81,7 +88,10 @@ def check_seed(task: LoadedTask, backend: str | None) -> int:
         return BROKEN
     if value == 0:
         _say(task, "the seed scores 0, and its output says", lacking)
-    console.print(f"[green]ok[/green]: the seed passes; score {value:.4g} (in {took:.1f}s)")
+    unverified = f" {WORD}" if task.unverified else ""
+    console.print(
+        f"[green]ok[/green]: the seed passes; score {value:.4g}{unverified} (in {took:.1f}s)"
+    )
     return OK
 
 

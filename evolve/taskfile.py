@@ -61,6 +61,7 @@ from evolve.taskproblems import (
 )
 from evolve.taskyaml import YAMLLimitError
 from evolve.taskyaml import load as load_yaml
+from evolve.verification import evaluator_reason
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class LoadedTask:
     notes: str
     files: Mapping[str, str]  # every file the task names, by path in its folder: sha256
     warnings: tuple[str, ...] = ()  # said once when the task loads, e.g. ignored config keys
+    unverified: str | None = None  # why its scores can be forged (evolve/verification.py)
 
     @property
     def digest(self) -> str:
@@ -139,7 +141,10 @@ def parse_task(text: str, path: Path) -> LoadedTask:
     beside = absolute.parent / "task.yaml"
     if isinstance(layout, Layout) and translation and beside != absolute and beside.is_file():
         warnings += (f"the task.yaml beside {path.name} is not read: run the folder to use it",)
-    return LoadedTask(spec, absolute, absolute.parent, text, seed, notes, files, warnings)
+    unverified = evaluator_reason(check.made)
+    return LoadedTask(
+        spec, absolute, absolute.parent, text, seed, notes, files, warnings, unverified
+    )
 
 
 def _task_data(

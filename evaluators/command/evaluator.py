@@ -60,6 +60,17 @@ class CommandEvaluator:
         """None: the metrics are whatever the run reports, known only when it runs."""
         return None
 
+    def unverified(self) -> str | None:
+        """Without check.py, what the run reports (all but run_wall_s) is the candidate's
+        claim, and nothing judges whether its output is right."""
+        if self.checker is not None:
+            return None
+        return (
+            "scores come from what the run reports from inside the sandbox, where the "
+            "candidate runs (only run_wall_s is timed outside), and nothing checks its output: "
+            "a candidate can forge them; add a check.py (see the README) to judge them outside"
+        )
+
     def prompt_rules(self) -> str:
         """How the task builds, runs and judges a program, for the model's prompt."""
         p = self.params

@@ -70,6 +70,17 @@ class PythonEvaluator:
         """None: the metrics are whatever evaluator.py returns, known only when it runs."""
         return None
 
+    def unverified(self) -> str | None:
+        """Without verify.py the scores are what evaluator.py says in the candidate's own
+        process, which the candidate can make it say anything."""
+        if self.verifier is not None:
+            return None
+        return (
+            f"scores come from {self.evaluator_file}, which runs in the sandbox beside the "
+            "candidate: a candidate can forge them; add a verify.py (see the README) to "
+            "re-check them outside"
+        )
+
     def prompt_rules(self) -> str:
         """How the task's evaluator judges a program, for the model's prompt."""
         stages = ", then ".join(f"`{name}`" for name in self.functions)

@@ -18,6 +18,7 @@ from evolve.report.facts import RunFacts
 from evolve.report.markup import Safe, join, number, tag
 from evolve.report.sections import Section, sections
 from evolve.run_states import shown_status
+from evolve.verification import WORD, run_reason
 
 STYLE = """
 :root { color-scheme: light; --ink: #1d232a; --muted: #5b6670; --rule: #d8dee4; }
@@ -156,6 +157,8 @@ def _summary(facts: RunFacts) -> Safe:
             f"top score #{best.id}, {number(best.score)}, not crowned: measured once, or "
             "flagged with measurements that disagree"
         )
+    if best is not None and (unverified := run_reason(run)):
+        leader += f" ({WORD}: {unverified})"
     words = [
         f"status {shown_status(run, time.time())}",
         f"{len(facts.candidates)} candidates",

@@ -13,6 +13,7 @@ from rich.text import Text
 from evolve.events import Event, Snapshot
 from evolve.store import Store
 from evolve.ui.tables import leaderboard
+from evolve.verification import WORD
 
 STYLES = {"best": "bold green", "failure": "red", "warning": "yellow", "remeasure": "cyan"}
 REFRESH_S = 0.5
@@ -25,8 +26,11 @@ class Dashboard:
     """Progress against the budget, the top 10, and the latest events, redrawn twice a second;
     the top 10 is read again only when it changed."""
 
-    def __init__(self, store: Store, run_name: str, console: Console) -> None:
+    def __init__(
+        self, store: Store, run_name: str, console: Console, *, unverified: bool = False
+    ) -> None:
         self.store, self.run_name = store, run_name
+        self.unverified = unverified
         self.events: deque[Text] = deque(maxlen=8)
         self.progress = Progress(
             TextColumn("{task.description}"),
@@ -54,7 +58,8 @@ class Dashboard:
 
     def event(self, event: Event) -> None:
         stamp = time.strftime("%H:%M:%S")
-        self.events.append(Text(f"{stamp} {event.text}", style=STYLES.get(event.kind, "")))
+        text = told(event, self.unverified)
+        self.events.append(Text(f"{stamp} {text}", style=STYLES.get(event.kind, "")))
 
     def tick(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
@@ -102,9 +107,10 @@ class Dashboard:
 class PlainLog:
     """For pipes and CI logs: noteworthy events as lines, and progress every 10 seconds."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, *, unverified: bool = False) -> None:
         self.console = console
         self.last = 0.0
+        self.unverified = unverified
 
     def __enter__(self) -> PlainLog:
         return self
@@ -114,11 +120,16 @@ class PlainLog:
 
     def event(self, event: Event) -> None:
         if event.kind != "remeasure":
-            self.console.print(f"[{event.kind}] {event.text}", markup=False, highlight=False)
+            text = told(event, self.unverified)
+            self.console.print(f"[{event.kind}] {text}", markup=False, highlight=False)
 
     def tick(self, snapshot: Snapshot) -> None:
         if time.monotonic() - self.last >= 10:
             self.last = time.monotonic()
-            self.console.print(
-                f"[progress] {snapshot.progress_line()}", markup=False, highlight=False
-            )
+            line = snapshot.progress_line() + (f" ({WORD} scores)" if self.unverified else "")
+            self.console.print(f"[progress] {line}", markup=False, highlight=False)
+
+
+def told(event: Event, unverified: bool) -> str:
+    """The event's text, a new best of a run with unverified scores marked so."""
+    return f"{event.text} ({WORD})" if unverified and event.kind == "best" else event.text

@@ -13,6 +13,7 @@ from evolve.llm.prices import shown_cost
 from evolve.run_states import shown_status
 from evolve.store import CandidateRecord, RunRecord
 from evolve.store.records import RunTotals
+from evolve.verification import WORD, run_reason
 
 
 def runs_table(
@@ -22,7 +23,7 @@ def runs_table(
     now: float,
 ) -> Table:
     """Newest first: the run one looks for is most often the latest. A run's best is its
-    champion's score (evolve/champion.py), not the top score, which may be unverified."""
+    champion's score (evolve/champion.py), not the top score, which may be measured once."""
     table = Table(title=f"runs, newest first ({len(records)})")
     for column in ("name", "task", "status", "candidates", "best", "spend", "started"):
         table.add_column(column, justify="right" if column in ("candidates", "best") else "left")
@@ -35,7 +36,7 @@ def runs_table(
             Text(task_name(record)),
             Text(status, style=style),
             str(total.candidates),
-            _score(champions.get(record.name)),
+            _score(champions.get(record.name), run_reason(record)),
             _spend(total),
             time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at)),
         )
@@ -61,7 +62,7 @@ def _spend(total: RunTotals) -> str:
     return f"{shown_cost(total.cost_usd, total.tokens)}, {total.tokens:,} tokens"
 
 
-def _score(champion: CandidateRecord | None) -> str:
+def _score(champion: CandidateRecord | None, unverified: str | None) -> str:
     if champion is None or champion.score is None:
         return "-"
-    return f"#{champion.id} {champion.score:.4g}"
+    return f"#{champion.id} {champion.score:.4g}" + (f" {WORD}" if unverified else "")

@@ -13,6 +13,7 @@ from evolve.plausibility import flag_reasons
 from evolve.search.pareto import pareto_front
 from evolve.store import CandidateRecord, EvaluationRecord, RunRecord, Store
 from evolve.store.evaluations import scoring_evaluation
+from evolve.verification import WORD, run_reason
 
 KEY_METRICS = 4
 FLAGGED_NOTE = (
@@ -59,9 +60,13 @@ def leaderboard(store: Store, run: RunRecord, limit: int = 10) -> Table:
             if name not in names and len(names) < KEY_METRICS:
                 names.append(name)
     notes = [FLAGGED_NOTE] * bool(suspects) + [FRONT_NOTE] * bool(on_front)
+    unverified = run_reason(run)
+    if unverified:
+        notes.append(f"{WORD}: {unverified}")
     caption = "\n".join(notes) or None
     table = Table(title=Text(f"top {limit} of {run_name}"), caption=caption, expand=False)
-    for column in ["rank", "id", "score", *names, "island", "gen", "parent", "measured"]:
+    score = f"score ({WORD})" if unverified else "score"
+    for column in ["rank", "id", score, *names, "island", "gen", "parent", "measured"]:
         table.add_column(column, justify="right")
     for rank, candidate in enumerate(top, start=1):
         evaluation = metrics[candidate.id]
@@ -149,16 +154,20 @@ def _language(path: str) -> str:
 def candidate_view(store: Store, candidate: CandidateRecord) -> RenderableType:
     run = store.get_run(candidate.run_name)
     on_front = run is not None and candidate.id in front(store, run)
+    unverified = run_reason(run) if run is not None else None
     parts: list[RenderableType] = [
         Text(
             f"candidate #{candidate.id}  run {candidate.run_name}  status {candidate.status}  "
-            f"score {_fmt(candidate.score)}  measurements {candidate.measurements}  "
+            f"score {_fmt(candidate.score)}{f' {WORD}' if unverified else ''}  "
+            f"measurements {candidate.measurements}  "
             f"island {candidate.island}  generation {candidate.generation}"
             + ("  on the Pareto front" if on_front else ""),
             style="bold",
         ),
         Text(f"made by: {made_by(candidate)}"),
     ]
+    if unverified:
+        parts.append(Text(f"{WORD}: {unverified}", style="yellow"))
     evaluations = store.evaluations(candidate.id)
     scoring = scoring_evaluation(evaluations)
     flags = [
