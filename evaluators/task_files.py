@@ -7,13 +7,14 @@ own process, never in the sandbox.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import numbers
 import os
 import signal
 import time
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +26,27 @@ from evolve.taskpaths import TaskPathError, read_task_file
 LOAD_DEADLINE_S = 30.0
 
 
+_FINISHED: set[Hashable] = set()  # the keys of work that finished in time in this process
+
+
 def finishes_in_time(
-    work: Callable[[], object], param: str, shown: str, deadline_s: float | None = None
+    work: Callable[[], object],
+    key: Hashable,
+    param: str,
+    shown: str,
+    deadline_s: float | None = None,
 ) -> None:
     """Run `work`, a task's trusted code at load, in a forked copy of this process first, so
     that a file whose top level (or first trial) never returns fails the task within
     `deadline_s` (default LOAD_DEADLINE_S) with a TaskPathError naming `param`, instead of
     hanging the command without a word. What the copy raises is left to the caller, which
-    then runs `work` itself and reports any failure in its own words."""
+    then runs `work` itself and reports any failure in its own words.
+
+    `key` names the work (the file's text, say): work that finished once in this process is
+    not tried again. A command loads its task before it starts Ray, so the copy is forked
+    from a process without Ray's threads, whose locks a copy could inherit held."""
+    if key in _FINISHED:
+        return
     deadline_s = LOAD_DEADLINE_S if deadline_s is None else deadline_s
     pid = os.fork()
     if pid == 0:  # the copy: its outcome is only whether it ends
@@ -40,18 +54,23 @@ def finishes_in_time(
             work()
         finally:
             os._exit(0)
-    ends_by, pause = time.monotonic() + deadline_s, 0.002
-    while os.waitpid(pid, os.WNOHANG) == (0, 0):
-        if time.monotonic() > ends_by:
+    try:
+        ends_by, pause = time.monotonic() + deadline_s, 0.002
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > ends_by:
+                raise TaskPathError(
+                    param,
+                    f"{shown} did not finish loading within {deadline_s:g} s: does its top "
+                    "level, or a function the task calls at load, loop or wait forever?",
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+    except BaseException:  # the deadline, or Ctrl-C while waiting: the copy goes too
+        with contextlib.suppress(ChildProcessError, ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            raise TaskPathError(
-                param,
-                f"{shown} did not finish loading within {deadline_s:g} s: does its top level, "
-                "or a function the task calls at load, loop or wait forever?",
-            )
-        time.sleep(pause)
-        pause = min(pause * 2, 0.05)
+        raise
+    _FINISHED.add(key)
 
 
 @functools.lru_cache(maxsize=16)
@@ -76,7 +95,7 @@ class TrustedFunction:
         self.function, self.judged = function, judged  # judged: "the run", "the result"
         self.text = read_task_file(task_dir, relative, function)
         self.filename = str(task_dir / relative)
-        finishes_in_time(self._module, function, relative)
+        finishes_in_time(self._module, (self.text, self.filename), function, relative)
         try:
             self._module()
         except SyntaxError as exc:

@@ -46,8 +46,10 @@ _libc = ctypes.CDLL(None, use_errno=True)  # loaded here: the forked child must 
 # - the kernel's keyrings (add_key, request_key, keyctl). A keyring of the uid outlives the
 #   job and is shared with the next one (and, with no namespace around the job, is its
 #   user's own); no job needs one;
-# - a signal aimed at its supervisor (by pid, by its process group, or at every process the
-#   job may signal: kill -1), and pidfd_send_signal, whose target no filter can read. The
+# - a signal aimed at its supervisor: at any of its threads by id, at its process group, or
+#   at every process the job may signal (kill -1); pidfd_send_signal, whose target no filter
+#   can read; and making the supervisor the owner of a descriptor's I/O signals (fcntl
+#   F_SETOWN, F_SETOWN_EX, F_SETSIG; ioctl FIOSETOWN, SIOCSPGRP), which no job needs. The
 #   job runs as the supervisor's uid, so the kernel would let it stop the supervisor
 #   (SIGSTOP), which then could neither end the job at its limit nor report what it said;
 #   the job's own processes it may still signal as it likes.
@@ -56,7 +58,9 @@ _libc = ctypes.CDLL(None, use_errno=True)  # loaded here: the forked child must 
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 SECCOMP_ALLOW, SECCOMP_EPERM = 0x7FFF0000, 0x00050000 | 1
 BPF_LD_ABS, BPF_JEQ, BPF_JGE, BPF_RET = 0x20, 0x15, 0x35, 0x06
-ARG0_LOW = 16  # offset of the first argument's low 32 bits in struct seccomp_data (LE)
+ARG0_LOW, ARG1_LOW = 16, 24  # offsets of the arguments' low 32 bits in struct seccomp_data
+OWNER_FCNTLS = (8, 15, 10)  # F_SETOWN, F_SETOWN_EX, F_SETSIG
+OWNER_IOCTLS = (0x8901, 0x8902)  # FIOSETOWN, SIOCSPGRP
 
 
 class _Abi(NamedTuple):
@@ -65,11 +69,17 @@ class _Abi(NamedTuple):
     denied: tuple[int, ...]  # add_key, request_key, keyctl, pidfd_send_signal
     # kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, pidfd_open: a pid first
     aimed: tuple[int, ...]
+    fcntl: int
+    ioctl: int
 
 
 NATIVE_ABI = {
-    "x86_64": _Abi(0xC000003E, 0x40000000, (248, 249, 250, 424), (62, 200, 234, 129, 297, 434)),
-    "aarch64": _Abi(0xC00000B7, None, (217, 218, 219, 424), (129, 130, 131, 138, 240, 434)),
+    "x86_64": _Abi(
+        0xC000003E, 0x40000000, (248, 249, 250, 424), (62, 200, 234, 129, 297, 434), 72, 16
+    ),
+    "aarch64": _Abi(
+        0xC00000B7, None, (217, 218, 219, 424), (129, 130, 131, 138, 240, 434), 25, 29
+    ),
 }.get(os.uname().machine)
 
 
@@ -77,37 +87,55 @@ class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
 
 
-_JOB_FILTERS: dict[tuple[int, int], tuple[_SockFprog, ctypes.Array[ctypes.c_char]]] = {}
+_JOB_FILTERS: dict[tuple[tuple[int, ...], int], tuple[_SockFprog, ctypes.Array[ctypes.c_char]]]
+_JOB_FILTERS = {}
 
 
-def _job_filter(supervisor: int, group: int) -> _SockFprog | None:
-    """The filter for jobs of the supervisor `supervisor` (process group `group`), built
-    before the fork and kept, with the buffer that must live as long as it; None on a
+def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("HBBI", code, jt, jf, k)
+
+
+def _refusing(argument: int, values: Sequence[int]) -> list[bytes]:
+    """Load one argument's low half; EPERM where it is one of `values`, else ALLOW."""
+    ops = [_bpf(BPF_LD_ABS, argument)]
+    for value in values:
+        ops += [_bpf(BPF_JEQ, value & 0xFFFFFFFF, 0, 1), _bpf(BPF_RET, SECCOMP_EPERM)]
+    return [*ops, _bpf(BPF_RET, SECCOMP_ALLOW)]
+
+
+def _job_filter() -> _SockFprog | None:
+    """The filter for the jobs of this process, for its threads as they are now (built
+    before the fork, and kept with the buffer that must live as long as it); None on a
     machine whose ABI it does not know."""
     if NATIVE_ABI is None:
         return None
-    if (supervisor, group) not in _JOB_FILTERS:
-
-        def op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
-            return struct.pack("HBBI", code, jt, jf, k)
-
+    threads = tuple(sorted(int(tid) for tid in os.listdir("/proc/self/task")))
+    group = os.getpgid(0)
+    if (threads, group) not in _JOB_FILTERS:
         abi = NATIVE_ABI
-        ops = [op(BPF_LD_ABS, 4), op(BPF_JEQ, abi.audit, 1, 0), op(BPF_RET, SECCOMP_EPERM)]
-        ops.append(op(BPF_LD_ABS, 0))
+        ops = [_bpf(BPF_LD_ABS, 4), _bpf(BPF_JEQ, abi.audit, 1, 0), _bpf(BPF_RET, SECCOMP_EPERM)]
+        ops.append(_bpf(BPF_LD_ABS, 0))
         if abi.x32 is not None:
-            ops += [op(BPF_JGE, abi.x32, 0, 1), op(BPF_RET, SECCOMP_EPERM)]
+            ops += [_bpf(BPF_JGE, abi.x32, 0, 1), _bpf(BPF_RET, SECCOMP_EPERM)]
         for number in abi.denied:
-            ops += [op(BPF_JEQ, number, 0, 1), op(BPF_RET, SECCOMP_EPERM)]
-        for i, number in enumerate(abi.aimed):  # to the target check past the ALLOW below
-            ops.append(op(BPF_JEQ, number, len(abi.aimed) - i, 0))
-        ops.append(op(BPF_RET, SECCOMP_ALLOW))
-        ops.append(op(BPF_LD_ABS, ARG0_LOW))
-        for target in (supervisor, -1 & 0xFFFFFFFF, -group & 0xFFFFFFFF):
-            ops += [op(BPF_JEQ, target, 0, 1), op(BPF_RET, SECCOMP_EPERM)]
-        ops.append(op(BPF_RET, SECCOMP_ALLOW))
+            ops += [_bpf(BPF_JEQ, number, 0, 1), _bpf(BPF_RET, SECCOMP_EPERM)]
+        # Each checked call jumps to its block of argument checks, past one ALLOW; the
+        # longest block (a thread each) comes last, so that every jump fits in a byte.
+        blocks = [
+            ((abi.fcntl,), _refusing(ARG1_LOW, OWNER_FCNTLS)),
+            ((abi.ioctl,), _refusing(ARG1_LOW, OWNER_IOCTLS)),
+            (abi.aimed, _refusing(ARG0_LOW, (*threads, -1, -group))),
+        ]
+        jumps = [(number, at) for at, (numbers, _) in enumerate(blocks) for number in numbers]
+        starts = [sum(len(block) for _, block in blocks[:at]) for at in range(len(blocks))]
+        for index, (number, at) in enumerate(jumps):
+            ops.append(_bpf(BPF_JEQ, number, len(jumps) - index + starts[at], 0))
+        ops.append(_bpf(BPF_RET, SECCOMP_ALLOW))
+        for _, block in blocks:
+            ops += block
         code = ctypes.create_string_buffer(b"".join(ops))
-        _JOB_FILTERS[supervisor, group] = (_SockFprog(len(ops), ctypes.addressof(code)), code)
-    return _JOB_FILTERS[supervisor, group][0]
+        _JOB_FILTERS[threads, group] = (_SockFprog(len(ops), ctypes.addressof(code)), code)
+    return _JOB_FILTERS[threads, group][0]
 
 
 class JobLimits(Protocol):
@@ -236,7 +264,7 @@ def supervise(
     if call is not None and (as_user is not None or pass_fds):
         raise ValueError("a forked call runs as this process's user, with no passed fds")
     parent = os.getpid()
-    seccomp = _job_filter(parent, os.getpgid(0)) if filter_job else None
+    seccomp = _job_filter() if filter_job else None
     started = time.monotonic()
     proc: subprocess.Popen[bytes] | _Forked
     if call is not None:

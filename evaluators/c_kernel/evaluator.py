@@ -60,7 +60,10 @@ class CKernelEvaluator:
         text = read_task_file(task_dir, self.params.reference, "reference")
         self.oracle = Oracle(text, str(task_dir / self.params.reference), self.params)
         finishes_in_time(
-            lambda: reference_check.vet(self.oracle), "reference", self.params.reference
+            lambda: reference_check.vet(self.oracle),
+            (text, self.oracle.filename, repr(self.params)),
+            "reference",
+            self.params.reference,
         )
         reference_check.vet(self.oracle)
         self.has_flops = self.oracle.defines("flops")

@@ -370,11 +370,11 @@ def _how(info: os.waitid_result | None) -> str:
     return f"killed by signal {info.si_status} ({name})"
 
 
-def _snapshot(roots: list[str], skip: set[str]) -> dict[str, tuple[int, int, int, int]]:
-    """Every entry under `roots`, links not followed, by path: its inode, mode, size and
-    modification time; at most WATCH_CAP entries (a kernel that made more has changed
-    something anyway)."""
-    seen: dict[str, tuple[int, int, int, int]] = {}
+def _snapshot(roots: list[str], skip: set[str]) -> dict[str, tuple[int, ...]]:
+    """Every entry under `roots`, links not followed, by path: its inode, mode, size,
+    modification time and change time (which no process can set back, as it can the
+    modification time); at most about WATCH_CAP entries, a cap no honest kernel meets."""
+    seen: dict[str, tuple[int, ...]] = {}
     folders = list(roots)
     while folders and len(seen) < WATCH_CAP:
         try:
@@ -388,7 +388,9 @@ def _snapshot(roots: list[str], skip: set[str]) -> dict[str, tuple[int, int, int
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            seen[entry.path] = (st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns)
+            seen[entry.path] = (
+                st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+            )  # fmt: skip
             if stat.S_ISDIR(st.st_mode):
                 folders.append(entry.path)
     return seen

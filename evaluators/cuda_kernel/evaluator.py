@@ -52,7 +52,10 @@ class CudaKernelEvaluator:
         self.params = CudaKernelParams.model_validate(dict(params))
         reference = read_task_file(task_dir, self.params.reference, "reference")
         filename = str(task_dir / self.params.reference)
-        finishes_in_time(lambda: Problem(reference, filename), "reference", self.params.reference)
+        finishes_in_time(
+            lambda: Problem(reference, filename), (reference, filename), "reference",
+            self.params.reference,
+        )  # fmt: skip
         self.problem = Problem(reference, str(task_dir / self.params.reference))
         self.sources = TaskSources(
             launch=read_task_file(task_dir, self.params.launch, "launch"),

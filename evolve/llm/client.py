@@ -216,7 +216,7 @@ class LLMClient:
     ) -> Attempt:
         if self._sdk is None:
             key = self._read_key()
-            if key is None:
+            if key is None:  # never sent: its row says why, charged nothing
                 return Attempt(
                     "refused",
                     error=f"no API key for {self.config.label}: set {self.config.key_env}",

@@ -59,7 +59,12 @@ def retry(
         if reserve is not None:
             reserve()
         started_at, started = time.time(), time.monotonic()
-        outcome = attempt()
+        try:
+            outcome = attempt()
+        except BaseException as exc:  # recorded, so its reservation is settled, not held
+            failed = Attempt("error", error=f"{type(exc).__name__}: {exc}")
+            calls.append(record(failed, time.monotonic() - started, started_at))
+            raise
         latency_s = time.monotonic() - started
         if gate is not None:
             gate.report(outcome.status, outcome.retry_after, probe=probe)
