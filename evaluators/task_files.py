@@ -18,6 +18,7 @@ from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
+from evolve.secrets import forget
 from evolve.stages import StageFailed
 from evolve.taskpaths import TaskPathError, read_task_file
 
@@ -42,6 +43,9 @@ def finishes_in_time(
     hanging the command without a word. What the copy raises is left to the caller, which
     then runs `work` itself and reports any failure in its own words.
 
+    The copy forgets the secrets in its environment before it runs anything (see
+    evolve/secrets.py).
+
     `key` names the work (the file's text, say): work that finished once in this process is
     not tried again. A command loads its task before it starts Ray, so the copy is forked
     from a process without Ray's threads, whose locks a copy could inherit held."""
@@ -51,6 +55,7 @@ def finishes_in_time(
     pid = os.fork()
     if pid == 0:  # the copy: its outcome is only whether it ends
         try:
+            forget()  # the driver's model keys: the copy runs the task's code, not the model's
             work()
         finally:
             os._exit(0)

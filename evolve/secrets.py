@@ -11,7 +11,9 @@ deletes from os.environ after it started is still there to read. Hence:
 - the driver reads the model keys once (`Keys.read`) and sends them to each proposal task
   as a small task argument (Ray inlines it in the task; it never lands in the shared-memory
   object store); `Keys.lent` shows them to the model clients for that task only;
-- evaluation workers never receive them.
+- evaluation workers never receive them;
+- a copy of the driver forked to try a task's trusted code (evaluators/task_files.py) forgets
+  them first (`forget`), its initial environment blanked.
 
 A secret is a variable the task names as a model key, a provider's usual key variable, a
 name that says so (ending in _KEY, _TOKEN, APIKEY, _PWD or _PASS; holding _KEY_, SECRET,
@@ -22,18 +24,22 @@ kept: Ray's processes need them to reach each other.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 
 KNOWN = frozenset({"OPENAI_API_KEY", "ANTHROPIC_API_KEY"})
 SUFFIXES = ("_KEY", "_TOKEN", "APIKEY", "_PWD", "_PASS")
 INFIXES = ("_KEY_", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 URL_PASSWORD = re.compile(r"://[^/\s:@]+:[^/\s@]+@")
 RAY_OWN = "RAY_"
+
+log = logging.getLogger(__name__)
 
 
 def is_secret(name: str, value: str = "") -> bool:
@@ -65,6 +71,24 @@ def withheld(also: Iterable[str] = ()) -> Iterator[list[str]]:
         yield names
     finally:
         os.environ.update(held)
+
+
+def forget() -> None:
+    """Drop this process's secrets: os.environ loses them and the initial environment block,
+    which /proc/PID/environ shows and a fork inherits, is overwritten with zeros. The other
+    variables are set again first, so they live on (on the heap) for the code that follows.
+    For a forked copy of the driver; best effort where /proc/self/mem cannot be written."""
+    kept = {name: value for name, value in os.environ.items() if not is_secret(name, value)}
+    os.environ.clear()
+    os.environ.update(kept)
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start and env_end: fields 50, 51
+        with open("/proc/self/mem", "r+b", buffering=0) as memory:
+            memory.seek(start)
+            memory.write(bytes(end - start))
+    except (OSError, IndexError, ValueError) as exc:
+        log.warning("could not blank this process's initial environment: %s", exc)
 
 
 _LENT: ContextVar[Keys | None] = ContextVar("evolve_lent_keys", default=None)

@@ -521,3 +521,32 @@ def test_trusted_code_that_never_returns_fails_the_load_naming_its_file(
     error = caught.value
     assert error.field == f"evaluator.params.{field}", str(error)
     assert f"{relative} did not finish loading within 1 s" in error.message
+
+
+PROBE_OF_THE_COPY = """
+import os, sys
+from pathlib import Path
+from evaluators.task_files import finishes_in_time
+
+seen = Path(sys.argv[1])
+
+def work():
+    block = Path("/proc/self/environ").read_bytes()
+    seen.write_bytes(block + b"|" + os.environ.get("EVOLVE_TEST_PROBE_API_KEY", "").encode()
+                     + b"|" + os.environ.get("EVOLVE_TEST_KEPT", "").encode())
+
+finishes_in_time(work, "probe", "reference", "reference.py")
+"""
+
+
+def test_the_copy_that_tries_trusted_code_holds_no_key(tmp_path: Path) -> None:
+    """The driver's forked copy forgets its keys before it runs a task's code: neither its
+    os.environ nor the environment /proc shows for it holds one; other variables stay."""
+    seen = tmp_path / "seen"
+    env = {**os.environ, "EVOLVE_TEST_PROBE_API_KEY": "sk-probe-b7e1", "EVOLVE_TEST_KEPT": "kept"}
+    subprocess.run(
+        [sys.executable, "-c", PROBE_OF_THE_COPY, str(seen)], env=env, cwd=ROOT, check=True
+    )
+    block, value, kept = seen.read_bytes().rsplit(b"|", 2)
+    assert b"sk-probe-b7e1" not in block and value == b""
+    assert kept == b"kept"
