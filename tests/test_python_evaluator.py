@@ -300,7 +300,7 @@ def test_a_hanging_evaluator_is_killed_at_the_sandbox_timeout(
     [
         ("os.kill(os.getpid(), 9)", "killed by signal 9"),
         ("os._exit(3)", "exited with code 3"),
-        ("os._exit(0)", "without writing its result"),
+        ("os._exit(0)", "without sending its result"),
         ("sys.exit(0)", "SystemExit"),
     ],
 )
@@ -318,26 +318,43 @@ def test_an_evaluator_that_ends_its_own_process_fails_saying_how(
 COLD = 'open("initial_program.py").close()\n'
 
 
+FORGED = '{"metrics": {"combined_score": 1.0}, "artifacts": {}}'
+
+
+def framed(data: str) -> str:
+    """`data` as the runner frames it on its result channel."""
+    return f"EVOLVE-RESULT {len(data)}\n{data}"
+
+
+FRAME = framed(FORGED)
+
+
 @pytest.mark.parametrize("start", ["warm", "cold"])
-@pytest.mark.parametrize(
-    "written", ["not json", '{"metrics": {"combined_score": 1.0}, "artifacts": {}}']
-)
-def test_a_result_file_the_candidate_would_overwrite_at_exit_keeps_the_evaluators_result(
+@pytest.mark.parametrize("written", ["not json", FORGED])
+def test_a_result_file_the_candidate_writes_at_exit_or_meanwhile_counts_for_nothing(
     tmp_path: Path, sandbox: Sandbox, written: str, start: str
 ) -> None:
-    """A stage, warm or cold, ends with os._exit as soon as the runner has written its
-    result: exit handlers the candidate registered never run."""
+    """The result travels over the job's result channel, never a file: the runner's old
+    result file, rewritten by an exit handler and by a thread that never stops, is not read,
+    and the exit handler never runs (the runner ends with os._exit)."""
     evaluator = "def evaluate(program_path):\n    return load(program_path).run()\n"
     folder = task(tmp_path, (COLD if start == "cold" else "") + evaluator)
     candidate = program(f"""
         import atexit
+        import threading
 
         def forge():
-            with open("__evolve_result__.json", "w") as stream:
-                stream.write({written!r})
+            for name in ("__evolve_result__.json", "result.json"):
+                with open(name, "w") as stream:
+                    stream.write({written!r})
+
+        def keep_forging():
+            while True:
+                forge()
 
         def run():
             atexit.register(forge)
+            threading.Thread(target=keep_forging, daemon=True).start()
             return {{"combined_score": 0.1}}
     """)
     result = evaluate(folder, sandbox, candidate)
@@ -345,27 +362,97 @@ def test_a_result_file_the_candidate_would_overwrite_at_exit_keeps_the_evaluator
     assert result.metrics["combined_score"] == 0.1
 
 
-@pytest.mark.parametrize(
-    ("written", "said"),
-    [
-        ("not json", "is not JSON"),
-        ('{"metrics": {"combined_score": "1"}, "artifacts": {}}', "malformed entries"),
-    ],
-)
-def test_a_result_the_candidate_makes_the_runner_write_badly_fails(
-    tmp_path: Path, sandbox: Sandbox, written: str, said: str
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_a_frame_the_candidate_writes_into_the_channel_fails_the_stage(
+    tmp_path: Path, sandbox: Sandbox, start: str
+) -> None:
+    """A candidate that finds the runner's private descriptor and sends a forged frame
+    first: the channel then holds two frames, and the stage fails rather than crown either."""
+    evaluator = "def evaluate(program_path):\n    return load(program_path).run()\n"
+    folder = task(tmp_path, (COLD if start == "cold" else "") + evaluator)
+    candidate = program(f"""
+        import os
+
+        def run():
+            for name in os.listdir("/proc/self/fd"):
+                fd = int(name)
+                try:
+                    if fd > 2 and os.readlink(f"/proc/self/fd/{{fd}}").startswith("pipe:"):
+                        os.write(fd, {FRAME!r}.encode())
+                except OSError:
+                    pass
+            return {{"combined_score": 0.1}}
+    """)
+    result = evaluate(folder, sandbox, candidate)
+    assert result.status == "evaluate_failed", result.feedback
+    assert "something in the job wrote to it" in result.feedback
+    assert "combined_score" not in result.metrics
+
+
+def test_what_the_candidate_prints_lands_in_the_log_not_the_channel(
+    tmp_path: Path, sandbox: Sandbox
 ) -> None:
     folder = task(tmp_path, "def evaluate(program_path):\n    return load(program_path).run()\n")
     candidate = program(f"""
+        import os
         import sys
 
-        def forge(result, outcome):
-            with open(result, "w") as stream:
-                stream.write({written!r})
-            return 0
+        def run():
+            print({FRAME!r})
+            sys.stdout.flush()
+            os.write(1, b"written to descriptor 1\\n")
+            return {{"combined_score": 0.1}}
+    """)
+    result = evaluate(folder, sandbox, candidate)
+    assert result.status == "ok", result.feedback
+    assert result.metrics["combined_score"] == 0.1
+    logged = result.artifacts["evaluate.stderr"]
+    assert "EVOLVE-RESULT" in logged and "written to descriptor 1" in logged
+
+
+def test_an_artifact_larger_than_the_output_cap_arrives_clipped(
+    tmp_path: Path, sandbox: Sandbox
+) -> None:
+    """The runner clips each artifact before it is sent, so a huge one neither fills the
+    channel past the sandbox's output cap nor loses the stage's metrics; the cut is counted
+    whole."""
+    evaluator = """
+        def evaluate(program_path):
+            return {"combined_score": 0.5, "log": "x" * (3 * 1024 * 1024) + "END"}
+    """
+    result = evaluate(task(tmp_path, evaluator), sandbox, program("pass"))
+    assert result.status == "ok", result.feedback
+    assert result.metrics["combined_score"] == 0.5
+    cut = 3 * 1024 * 1024 + len("END") - 1500
+    assert result.artifacts["log"].endswith(f"\n[... {cut} more characters cut]")
+
+
+@pytest.mark.parametrize(
+    ("written", "said"),
+    [
+        (b"not a frame", "bytes the runner did not send"),
+        (framed("not json").encode(), "not JSON"),
+        (framed(FORGED.replace("1.0", '"1"')).encode(), "malformed entries"),
+        (
+            FRAME.encode()[:-1],
+            f"holds {len(FORGED) - 1} bytes where its header announced {len(FORGED)}",
+        ),
+    ],
+)
+def test_a_result_the_candidate_makes_the_runner_send_badly_fails(
+    tmp_path: Path, sandbox: Sandbox, written: bytes, said: str
+) -> None:
+    folder = task(tmp_path, "def evaluate(program_path):\n    return load(program_path).run()\n")
+    candidate = program(f"""
+        import os
+        import sys
+
+        def forge(channel, outcome):
+            os.write(channel, {written!r})
+            os._exit(0)
 
         def run():
-            sys.modules["__evolve_warm__"].write = forge
+            sys.modules["__evolve_warm__"].send = forge
             return {{"combined_score": 0.1}}
     """)
     result = evaluate(folder, sandbox, candidate)

@@ -3,15 +3,14 @@
 A task's evaluator.py scores a candidate through `evaluate(program_path)`, or a cascade of
 `evaluate_stage1..3`. Each stage is one sandbox run in which the trusted runner
 (runner.py) imports evaluator.py, calls the stage's function on the candidate's main file
-and writes what it returned to a file collected here; the sandbox's timeout bounds it and
-really kills. A warm sandbox imports the runner and evaluator.py once and forks each stage
-from there (Sandbox.run_python), so a stage costs the evaluator's own time. A task with a
-verify.py runs each stage cold instead: the warm server's memory keeps what earlier stages
-sent and printed (freed, not cleared), which a candidate could read and hand to verify.py
-as its own. The candidate
-shares the stage's process with the evaluator, so it can change what the evaluator
-reports: that is the trust model, and verify.py, run here outside the sandbox on what the
-evaluator returned, is the only defence against it.
+and sends what it returned over the job's result channel, read here; the sandbox's timeout
+bounds it and really kills. A warm sandbox imports the runner and evaluator.py once and
+forks each stage from there (Sandbox.run_python), so a stage costs the evaluator's own
+time. A task with a verify.py runs each stage cold instead: the warm server's memory keeps
+what earlier stages sent and printed (freed, not cleared), which a candidate could read and
+hand to verify.py as its own. The candidate shares the stage's process with the evaluator,
+so it can change what the evaluator reports: that is the trust model, and verify.py, run
+here outside the sandbox on what the evaluator returned, is the only defence against it.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from evaluators.python.outcome import (
     stored,
 )
 from evaluators.python.params import PythonParams
-from evaluators.python.shipping import RESERVED, RESULT, RUNNER, gather
+from evaluators.python.shipping import RESERVED, RUNNER, gather
 from evaluators.python.verifier import Verifier
 from evolve.program import Program
 from evolve.results import EvalResult, StageResult
@@ -163,12 +162,12 @@ class PythonEvaluator:
         name: str,
         logs: dict[str, str],
     ) -> Returned:
-        args = [function, program.main_file, RESULT]
+        args = [function, program.main_file]
         if self.verifier is None:
-            result = run.python(self.warm, args, files, [RESULT])
+            result = run.python(self.warm, args, files)
         else:  # see the module's docstring: cold, so no other candidate's output is in reach
             argv = self.warm.argv(run.sandbox.python, args)
-            result = run(argv, {**self.warm.files, **files}, [RESULT])
+            result = run(argv, {**self.warm.files, **files})
         if tail := stderr_tail(result):
             logs[f"{name}.stderr"] = tail
         try:

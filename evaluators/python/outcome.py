@@ -1,19 +1,21 @@
 """What one stage's sandbox run produced, read back and checked, and how it is shown.
 
-The result file is written from inside the candidate's process, so it is read as hostile:
-bounded, parsed, and every field checked for its type. How the job ended comes first: a
-timeout, a signal or a non-zero exit is reported as such (require_ok), whatever the file
-says. Artifacts are clipped before they reach the feedback, which goes into the model's
-prompt, and before they are stored, so a huge one cannot flood either.
+The result arrives over the job's result channel (its stdout, see runner.py), written from
+inside the candidate's process, so it is read as hostile: exactly one whole frame, bounded,
+parsed, and every field checked for its type. How the job ended comes first: a timeout, a
+signal or a non-zero exit is reported as such (require_ok), whatever the channel says.
+Artifacts are clipped before they reach the feedback, which goes into the model's prompt,
+and before they are stored, so a huge one cannot flood either.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from evaluators.python.shipping import RESULT
+from evaluators.python.runner import HEADER
 from evolve.sandbox import RunResult
 from evolve.stages import StageFailed, excerpt, require_ok
 
@@ -45,25 +47,15 @@ class EvaluatorRaised(StageFailed):
 
 
 def read(result: RunResult, call: str) -> Returned:
-    """What `call` returned, from the run's result file; StageFailed (EvaluatorRaised when
+    """What `call` returned, from the run's result channel; StageFailed (EvaluatorRaised when
     the call raised) saying how the job ended and what it printed, when there is nothing
-    to read."""
+    to read or the channel holds anything but the runner's one frame."""
     require_ok(result, call)
-    data = result.files.get(RESULT)
-    if data is None:
-        raise StageFailed(
-            f"{call}: the job exited with code 0 without writing its result (did the "
-            "evaluator or the candidate end the process, with os._exit say?)" + _stderr(result)
-        )
-    if len(data) > MAX_RESULT_BYTES:
-        raise StageFailed(
-            f"{call}: the result holds {len(data)} bytes, over the {MAX_RESULT_BYTES} byte "
-            "cap: return smaller artifacts"
-        )
+    data = _framed(result, call)
     try:
         parsed = json.loads(data)
     except (ValueError, RecursionError) as exc:
-        raise StageFailed(f"{call}: the result file is not JSON ({exc})") from None
+        raise StageFailed(f"{call}: the result is not JSON ({exc})") from None
     if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
         trace = parsed["error"]
         feedback = f"{call} raised:\n{clip(trace, ARTIFACT_CHARS, tail=True)}"
@@ -71,12 +63,46 @@ def read(result: RunResult, call: str) -> Returned:
     return _checked(parsed, call)
 
 
+def _framed(result: RunResult, call: str) -> bytes:
+    """The JSON of the channel's one frame: HEADER, its length, a newline, then exactly that
+    many bytes and nothing after them."""
+    channel = result.stdout
+    if not channel:
+        raise StageFailed(
+            f"{call}: the job exited with code 0 without sending its result (did the "
+            "evaluator or the candidate end the process, with os._exit say?)" + _stderr(result)
+        )
+    head, newline, data = channel.partition(b"\n")
+    size = head.removeprefix(HEADER)
+    if not head.startswith(HEADER) or not newline or not size.isdigit():
+        raise StageFailed(
+            f"{call}: the result channel holds bytes the runner did not send (something in "
+            "the job wrote to it)" + _stderr(result)
+        )
+    if int(size) > MAX_RESULT_BYTES:
+        raise StageFailed(
+            f"{call}: the result holds {int(size)} bytes, over the {MAX_RESULT_BYTES} byte "
+            "cap: return smaller artifacts"
+        )
+    if len(data) < int(size) and result.output_truncated:
+        raise StageFailed(
+            f"{call}: the result ({int(size)} bytes) is larger than the job's output cap, "
+            "sandbox.max_output_kb: return fewer or smaller artifacts, or raise the cap"
+        )
+    if len(data) != int(size):
+        raise StageFailed(
+            f"{call}: the result channel holds {len(data)} bytes where its header announced "
+            f"{int(size)} (something in the job wrote to it)" + _stderr(result)
+        )
+    return data
+
+
 def _checked(parsed: object, call: str) -> Returned:
     if not isinstance(parsed, dict):
-        raise StageFailed(f"{call}: the result file holds {type(parsed).__name__}, not a dict")
+        raise StageFailed(f"{call}: the result holds {type(parsed).__name__}, not a dict")
     metrics, artifacts = parsed.get("metrics"), parsed.get("artifacts")
     if not isinstance(metrics, dict) or not isinstance(artifacts, dict):
-        raise StageFailed(f"{call}: the result file lacks its metrics or artifacts")
+        raise StageFailed(f"{call}: the result lacks its metrics or artifacts")
     if len(metrics) > MAX_METRICS:
         raise StageFailed(f"{call}: {len(metrics)} metrics, over the cap of {MAX_METRICS}")
     bad = [k for k, v in metrics.items() if isinstance(v, bool) or not isinstance(v, int | float)]
@@ -84,11 +110,11 @@ def _checked(parsed: object, call: str) -> Returned:
     bad += [k for k in (*metrics, *artifacts) if len(k) > MAX_NAME_CHARS]
     if bad:
         shown = [clip(name, 40) for name in bad[:5]]
-        raise StageFailed(f"{call}: the result file holds malformed entries: {shown}")
+        raise StageFailed(f"{call}: the result holds malformed entries: {shown}")
     try:
         return Returned({k: float(v) for k, v in metrics.items()}, dict(artifacts))
     except OverflowError:  # an integer written out to hundreds of digits
-        raise StageFailed(f"{call}: the result file holds a metric too large for a float") from None
+        raise StageFailed(f"{call}: the result holds a metric too large for a float") from None
 
 
 def stderr_tail(result: RunResult) -> str:
@@ -100,12 +126,21 @@ def _stderr(result: RunResult) -> str:
     return f"\nstderr:\n{tail}" if tail else ""
 
 
+HEAD_CUT = re.compile(r"\n\[\.\.\. (\d+) more characters cut\]\Z")
+TAIL_CUT = re.compile(r"\A\[\.\.\. (\d+) characters cut\]\n")
+
+
 def clip(text: str, limit: int, *, tail: bool = False) -> str:
     """At most about `limit` characters, with a marker saying how many were cut: the head
-    of most things, the tail of tracebacks and stderr, where the error is."""
-    if len(text) <= limit:
+    of most things, the tail of tracebacks and stderr, where the error is. A text the runner
+    clipped in the sandbox carries its marker already, and its count is added in."""
+    marker = (TAIL_CUT if tail else HEAD_CUT).search(text)
+    earlier = int(marker.group(1)) if marker else 0
+    if marker:
+        text = text[marker.end() :] if tail else text[: marker.start()]
+    if len(text) <= limit and not earlier:
         return text
-    cut = len(text) - limit
+    cut = max(len(text) - limit, 0) + earlier
     if tail:
         return f"[... {cut} characters cut]\n{text[-limit:]}"
     return f"{text[:limit]}\n[... {cut} more characters cut]"

@@ -3,29 +3,36 @@
 Shipped into the job as a file and run with the sandbox's own Python, so it uses the
 standard library only:
 
-    python -I -B RUNNER EVALUATOR FUNCTION PROGRAM RESULT
+    python -I -B RUNNER EVALUATOR FUNCTION PROGRAM
 
 It imports EVALUATOR (a path in the work dir), calls FUNCTION(PROGRAM's absolute path),
-turns what comes back into plain numbers and strings, and writes them as JSON to RESULT:
-{"metrics": {...}, "artifacts": {...}}, or {"error": traceback} when the call raised. It
-exits 0 whenever it wrote RESULT, with os._exit, so that no exit handler the candidate
-registered runs after; how the job ended otherwise is the sandbox's to report.
+turns what comes back into plain numbers and strings, and sends them as JSON over the
+result channel: {"metrics": {...}, "artifacts": {...}}, or {"error": traceback} when the
+call raised. The channel is the job's stdout, taken over before the evaluator or the
+candidate runs: the runner keeps a private copy of the descriptor and points stdout at
+stderr, so whatever else prints lands in the job's log, and the trusted side reads only the
+one framed message (`frame`) that stdout carries. No file of the work dir is read back, so a
+result file the candidate writes counts for nothing, and a channel that holds anything more
+or less than one whole frame fails the stage. The runner ends the process with os._exit as
+soon as the frame is sent: no exit handler or finalizer the candidate registered runs after.
 
 A warm sandbox (see sandboxes/supervise.py) imports this file once and calls `warm(EVALUATOR)`
 there, so that the evaluator and whatever it imports load once per sandbox server; each stage
-is then `main([FUNCTION, PROGRAM, RESULT])` in a child forked from it. The command line above
+is then `main([FUNCTION, PROGRAM])` in a child forked from it. The command line above
 does the same two steps in one process. A warm import sees the task's files but not the
 candidate's: one that fails (an evaluator that imports the program at its top, say) leaves
 the sandbox to run the command line instead. `asyncio` is imported only for an evaluator whose
 function returns a coroutine.
 
 This file is trusted, but it shares its process with the candidate, which can change
-anything in it; the evaluator outside the sandbox checks what it wrote (evaluators/python/
-outcome.py), and only a task's verify.py can make the numbers trustworthy.
+anything in it while the evaluator runs; the evaluator outside the sandbox checks what
+arrives (evaluators/python/outcome.py), and only a task's verify.py can make the numbers
+trustworthy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import json
@@ -35,7 +42,7 @@ import os
 import sys
 import traceback
 import types
-from typing import Any
+from typing import Any, NoReturn
 
 
 def install_evaluation_result() -> None:
@@ -153,40 +160,79 @@ def warm(evaluator: str) -> None:
     loaded = load(evaluator)
 
 
+HEADER = b"EVOLVE-RESULT "  # a frame: HEADER, the JSON's length in decimal, a newline, the JSON
+ARTIFACT_CHARS = 8192  # each artifact and traceback sent: more than the trusted side keeps
+
+
+def claim_channel() -> int:
+    """The result channel: a private copy of stdout's descriptor (not inherited by what the
+    job starts), stdout itself then pointed at stderr."""
+    sys.stdout.flush()
+    channel = os.dup(1)
+    os.dup2(2, 1)
+    return channel
+
+
 def main(argv: list[str]) -> int:
-    """FUNCTION of the imported evaluator on PROGRAM, its outcome written to RESULT."""
-    function, program, result = argv
-    try:
-        if loaded is None:
-            raise RuntimeError("the evaluator was not imported: warm() must come first")
-        returned = call(loaded, function, os.path.abspath(program))
-        outcome: dict[str, Any] = normalise(returned)
-    except BaseException:  # SystemExit and KeyboardInterrupt from the evaluator too
-        outcome = {"error": traceback.format_exc()}
-    return write(result, outcome)
+    """A warm stage: FUNCTION of the imported evaluator on PROGRAM, its outcome sent."""
+    channel = claim_channel()
+    sent = outcome(argv)
+    return send(channel, sent)
 
 
 def cold(argv: list[str]) -> int:
-    """EVALUATOR FUNCTION PROGRAM RESULT: the import and the call in one process, an import
-    that raises reported as the call's error."""
+    """EVALUATOR FUNCTION PROGRAM: the import and the call in one process, an import that
+    raises reported as the call's error."""
+    channel = claim_channel()
     evaluator, *rest = argv
     try:
         warm(evaluator)
     except BaseException:
-        return write(rest[-1], {"error": traceback.format_exc()})
-    return main(rest)
+        return send(channel, {"error": clipped(traceback.format_exc(), tail=True)})
+    sent = outcome(rest)
+    return send(channel, sent)
 
 
-def write(result: str, outcome: dict[str, Any]) -> int:
-    with open(result, "w", encoding="utf-8") as stream:
-        json.dump(outcome, stream)
-    return 0
+def outcome(argv: list[str]) -> dict[str, Any]:
+    function, program = argv
+    try:
+        if loaded is None:
+            raise RuntimeError("the evaluator was not imported: warm() must come first")
+        returned = normalise(call(loaded, function, os.path.abspath(program)))
+        artifacts = {name: clipped(text) for name, text in returned["artifacts"].items()}
+        return {"metrics": returned["metrics"], "artifacts": artifacts}
+    except BaseException:  # SystemExit and KeyboardInterrupt from the evaluator too
+        return {"error": clipped(traceback.format_exc(), tail=True)}
+
+
+def clipped(text: str, *, tail: bool = False) -> str:
+    """At most ARTIFACT_CHARS of text, its head (a traceback's tail), marked as
+    evaluators/python/outcome.py marks a cut, so a huge artifact or a deep traceback cannot
+    fill the channel past the sandbox's output cap, and the cut is still counted whole."""
+    if len(text) <= ARTIFACT_CHARS:
+        return text
+    cut = len(text) - ARTIFACT_CHARS
+    if tail:
+        return f"[... {cut} characters cut]\n{text[-ARTIFACT_CHARS:]}"
+    return f"{text[:ARTIFACT_CHARS]}\n[... {cut} more characters cut]"
+
+
+def frame(outcome: dict[str, Any]) -> bytes:
+    data = json.dumps(outcome).encode()
+    return HEADER + str(len(data)).encode() + b"\n" + data
+
+
+def send(channel: int, outcome: dict[str, Any]) -> NoReturn:
+    """Write the one frame and end the process at once, its exit status 0."""
+    for stream in (sys.stdout, sys.stderr):
+        # a stream the candidate closed or replaced must not keep the frame from being sent
+        with contextlib.suppress(BaseException):
+            stream.flush()
+    data = memoryview(frame(outcome))
+    while data:
+        data = data[os.write(channel, data) :]
+    os._exit(0)
 
 
 if __name__ == "__main__":
-    # As a warm stage does: no exit handler or finalizer of the candidate's runs once the
-    # result is written, so none can rewrite it.
-    code = cold(sys.argv[1:])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    cold(sys.argv[1:])

@@ -21,8 +21,7 @@ from evaluators.shipped_files import matching, read_shipped, walk
 from evolve.taskpaths import TaskPathError, confine, read_task_file
 
 RUNNER = "__evolve_runner__.py"  # evaluators/python/runner.py, in the work dir
-RESULT = "__evolve_result__.json"  # what the runner writes and the evaluator collects
-RESERVED = frozenset({RUNNER, RESULT})
+RESERVED = frozenset({RUNNER})
 CONFIG_NAMES = frozenset({"task.yaml", "task.yml", "config.yaml", "config.yml"})
 HINT = (
     ": name the files the evaluator needs with `files: [...]` under evaluator.params (for "
