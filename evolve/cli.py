@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from evolve import history_cli
-from evolve.cli_options import chosen_run, db_option, results_option
+from evolve.cli_options import chosen_run, db_option, ending, reading_store, results_option
 from evolve.runlog import LEVELS
 from evolve.runs import is_run_name
 from evolve.scaffold import scaffold, starters
@@ -64,7 +64,8 @@ def _load(task_file: Path, *, running: bool = False) -> LoadedTask:
     if running:
         from evolve.launch import introduce  # imported once the task file has loaded
 
-        introduce(task)
+        with ending():
+            introduce(task)
     for warning in task.warnings:
         errors.print(f"[yellow]warning:[/yellow] {task.path}: {warning}", highlight=False)
     return task
@@ -152,10 +153,11 @@ def run(
     options = launch.RunOptions(
         workers, plain, ray_address, backend, log_level.upper(), candidates, wall_time
     )
-    if task is not None:
-        launch.new_run(options, task, seed, name, db, results)
-    else:
-        launch.resumed_run(options, None if resume == LATEST else resume, db, results)
+    with ending():
+        if task is not None:
+            launch.new_run(options, task, seed, name, db, results)
+        else:
+            launch.resumed_run(options, None if resume == LATEST else resume, db, results)
 
 
 @main.command(short_help="Build the seed, check and measure it once, and say what broke.")
@@ -177,7 +179,9 @@ def check(task_file: Path, backend: str | None) -> None:
     task = _load(task_file)
     from evolve.seed_check import check_seed  # imported once the task file has loaded
 
-    sys.exit(check_seed(task, backend))
+    with ending():
+        code = check_seed(task, backend)
+    sys.exit(code)
 
 
 @main.command(short_help="Show the best candidates of a run.")
@@ -213,7 +217,6 @@ def leaderboard(
     otherwise, and the command ends by itself once the run has finished, stopped, failed
     or been killed. Ctrl-C ends the watching, never the run.
     """
-    from evolve.launch import reading_store
     from evolve.ui.tables import leaderboard as board
     from evolve.ui.tables import run_summary
     from evolve.ui.watch import watch as follow
@@ -233,7 +236,6 @@ def leaderboard(
 @results_option
 def show(candidate_id: int, db: str | None, results: Path | None) -> None:
     """Show a candidate: code, metrics, counters, feedback and lineage to the seed."""
-    from evolve.launch import reading_store
     from evolve.ui.tables import candidate_view
 
     with reading_store(db, results) as store:

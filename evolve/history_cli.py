@@ -14,7 +14,7 @@ from typing import NoReturn
 import click
 from rich.markup import escape
 
-from evolve.cli_options import chosen_run, db_option, results_option
+from evolve.cli_options import chosen_run, db_option, found_store, reading_store, results_option
 from evolve.ui.console import console, errors
 
 
@@ -31,7 +31,6 @@ def runs(db: str | None, results: Path | None) -> None:
     import time
 
     from evolve.champion import champion_of
-    from evolve.launch import reading_store
     from evolve.ui.runs_view import runs_table
 
     with reading_store(db, results) as store:
@@ -78,7 +77,6 @@ def export(
     if form == "dir" and output is None:
         raise click.UsageError("--format dir needs -o DIR: a new or empty folder to write into")
     from evolve.export import write_csv, write_dir, write_jsonl
-    from evolve.launch import reading_store
 
     with reading_store(db, results) as store:
         record = chosen_run(store, run_name)
@@ -136,7 +134,6 @@ def lineage(
     with --descendants every candidate descending from it: each with its status and score,
     the operator and model that made it, its change against its first parent, and what
     it changed."""
-    from evolve.launch import reading_store
     from evolve.lineage_tree import lineage_tree
     from evolve.ui.lineage_view import lineage_view
 
@@ -165,7 +162,6 @@ def diff(
     """Show a unified diff of A's program against B's, file by file, or with A alone, of A
     against its first parent. Piped, it is plain text that `patch -p1` and `git apply` take.
     Exit 0 also when the programs are the same (stdout is then empty)."""
-    from evolve.launch import reading_store
     from evolve.program_diff import compared, file_diffs, painted, plain, visible
 
     with reading_store(db, results) as store:
@@ -204,12 +200,11 @@ def report(run_name: str | None, output: Path | None, db: str | None, results: P
     lineage with every change, the Pareto front, counters, the task, hardware and budgets."""
     import re
 
-    from evolve.launch import found_store, open_store
     from evolve.report import write_report
     from evolve.runs import is_run_name, run_dir
 
     location = found_store(db, results)
-    with open_store(location.url) as store:
+    with reading_store(db, results) as store:
         record = chosen_run(store, run_name)
         if output is None:
             # A stored name that is no run name (an absolute path, `..`) names no folder.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from typing import Any, NoReturn
 from rich.markup import escape
 
 from evolve import cluster, lease, orphans, store_location, verification
+from evolve.ending import Ended
 from evolve.engine import Engine, Outcome
 from evolve.knobs import find_knobs
 from evolve.mutators import LLM_OPERATORS
@@ -40,6 +40,17 @@ from evolve.ui.dashboard import Dashboard, PlainLog
 from evolve.ui.tables import scored_by
 
 log = logging.getLogger("evolve.launch")
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A run that finished and crowned a best candidate."""
+
+    run_name: str
+    best_id: int
+    best_score: float | None
+    seed_id: int
+    folder: Path  # the run's folder of results: its best program, run.log
 
 
 @dataclass(frozen=True)
@@ -68,31 +79,26 @@ class RunOptions:
 
 
 def open_store(url: str) -> Store:
-    """The store, after marking the runs of drivers killed on this host `killed` and cleaning up
-    what they left (evolve/orphans.py): every command that reads runs sees them as they are."""
+    """The store a run writes, after marking the runs of drivers killed on this host `killed`
+    and cleaning up what they left (evolve/orphans.py)."""
     store = Store(url)
     orphans.sweep(store)
     return store
 
 
 def found_store(db: str | None, results: Path | None) -> store_location.StoreLocation:
-    """The existing store a reading command means (evolve/store_location.py), or exit 2
-    saying where it looked; never a new, empty one."""
+    """The existing store a resumed run means (evolve/store_location.py), or Ended (exit
+    code 2) saying where it looked; never a new, empty one."""
     try:
         return store_location.for_reading(db, results)
     except store_location.StoreNotFound as exc:
-        errors.print(f"[red]error:[/red] {exc}", highlight=False)
-        sys.exit(2)
-
-
-def reading_store(db: str | None, results: Path | None) -> Store:
-    return open_store(found_store(db, results).url)
+        raise Ended(2, str(exc)) from None
 
 
 def introduce(task: LoadedTask) -> None:
     """The run's first line: who proposes its children, the models or the offline
     autotuner alone. A run whose only proposer is the autotuner, in a seed without @knob
-    values for it to vary, could propose nothing at all: it exits 2 instead."""
+    values for it to vary, could propose nothing at all: it ends (exit code 2) instead."""
     spec = task.spec
     mutators = [m.name for m in spec.mutators]
     if spec.llm is not None and any(name in LLM_OPERATORS for name in mutators):
@@ -101,14 +107,13 @@ def introduce(task: LoadedTask) -> None:
         return
     knobs = len(find_knobs(task.seed))
     if not knobs:
-        errors.print(
-            f"[red]error:[/red] {escape(str(task.path))}: the autotuner is this task's only "
-            "mutator, and the seed has no @knob values for it to vary, so nothing could be "
-            "proposed: mark the constants it may tune with @knob (see the README), or add an "
-            "`llm:` section and a `diff` or `rewrite` mutator",
-            highlight=False,
+        raise Ended(
+            2,
+            f"{task.path}: the autotuner is this task's only mutator, and the seed has no "
+            "@knob values for it to vary, so nothing could be proposed: mark the constants it "
+            "may tune with @knob (see the README), or add an `llm:` section and a `diff` or "
+            "`rewrite` mutator",
         )
-        sys.exit(2)
     unasked = " (the task names models, but no mutator asks them)" if spec.llm else ""
     console.print(
         f"no model proposes{unasked}: the autotuner alone varies the seed's {knobs} @knob "
@@ -130,7 +135,7 @@ def new_run(
     name: str | None,
     db: str | None,
     results: Path | None,
-) -> None:
+) -> Finished:
     defaults = run_defaults(task.text, task.root)  # an OpenEvolve config's, where it has them
     options = replace(options, workers=options.workers or defaults.workers)
     seed = seed if seed is not None else defaults.seed
@@ -140,10 +145,7 @@ def new_run(
     with _ray(options.ray_address, task), open_store(location.url) as store:
         run_name = name or new_run_name(task.spec.name)
         if store.get_run(run_name):
-            errors.print(
-                f"[red]error:[/red] a run named {run_name!r} exists: use --resume {run_name}"
-            )
-            sys.exit(2)
+            raise Ended(2, f"a run named {run_name!r} exists: use --resume {run_name}")
         me = lease.holder()
         record = store.create_run(
             run_name,
@@ -163,14 +165,14 @@ def new_run(
             },
         )
         lease.take(store, run_name, me)  # a new run: nobody else can hold it
-        execute(task, store, record, options, location.results, me)
+        return execute(task, store, record, options, location.results, me)
 
 
 def resumed_run(
     options: RunOptions, resume: str | None, db: str | None, results: Path | None
-) -> None:
+) -> Finished:
     """Resume the run named `resume` (None: the newest this user started on this host).
-    Every reason not to is found before Ray starts, and exits 2."""
+    Every reason not to is found before Ray starts, and ends it (exit code 2)."""
     location = found_store(db, results)
     me = lease.holder()
     with open_store(location.url) as store:
@@ -180,51 +182,45 @@ def resumed_run(
             record = store.get_run(resume)
     if record is None:
         wanted = f"that {me['user']} started on {me['host']}" if resume is None else repr(resume)
-        errors.print(f"[red]error:[/red] no run {wanted} in the store", highlight=False)
-        sys.exit(2)
+        raise Ended(2, f"no run {wanted} in the store")
     try:
         task = parse_task(record.task_yaml, Path(record.task_path))
     except TaskFileError as exc:
-        errors.print(f"[red]error:[/red] the stored task no longer loads: {exc}", highlight=False)
-        sys.exit(2)
+        raise Ended(2, f"the stored task no longer loads: {exc}") from None
     introduce(task)
     if resume is None:
         console.print(f"the newest run {me['user']} started on {me['host']}: {record.name}")
     # A run from before fingerprints were kept has none to compare against.
     changed = changed_files(task, record.settings.get("task_files", task.files))
     if changed:
-        errors.print(
-            f"[red]error:[/red] {task.path}: cannot resume {record.name}: "
-            f"{', '.join(changed)} changed since it started; start a new run instead",
-            highlight=False,
+        raise Ended(
+            2,
+            f"{task.path}: cannot resume {record.name}: {', '.join(changed)} changed since it "
+            "started; start a new run instead",
         )
-        sys.exit(2)
     task = usable_sandbox(options.budgeted(task), options.backend)
     with open_store(location.url) as store:
         try:
             lease.take(store, record.name, me)
         except lease.LeaseHeld as held:
-            errors.print(f"[red]error:[/red] {held}", highlight=False)
-            sys.exit(2)
+            raise Ended(2, str(held)) from None
         store.record_budget(record.name, task.spec.budget.model_dump())
     console.print(f"resuming run [bold]{record.name}[/bold]")
     with _ray(options.ray_address, task), open_store(location.url) as store:
         workers = options.workers or record.settings.get("workers")
-        execute(task, store, record, replace(options, workers=workers), location.results, me)
+        return execute(task, store, record, replace(options, workers=workers), location.results, me)
 
 
 @contextmanager
 def _ray(address: str | None, task: LoadedTask) -> Iterator[None]:
     """Ray for the length of a run, started with the task's model keys withheld; a cluster
-    that cannot be started or joined exits 1 before the store is touched, with one line
-    that says why and what to change (evolve/cluster.py)."""
+    that cannot be started or joined ends the run (exit code 1) before the store is touched,
+    with one line that says why and what to change (evolve/cluster.py)."""
     try:
         owned = cluster.connect(address, key_names(task.spec.llm))
     except (ConnectionError, RuntimeError) as exc:
         where = f"the Ray cluster at {address}" if address else "a local Ray instance"
-        line = escape(f"could not start or join {where}: {exc}")  # Ray's words hold [brackets]
-        errors.print(f"[red]error:[/red] {line}", highlight=False)
-        sys.exit(1)
+        raise Ended(1, f"could not start or join {where}: {exc}") from None
     try:
         yield
     finally:
@@ -239,8 +235,9 @@ def execute(
     options: RunOptions,
     results: Path,
     me: dict[str, Any],
-) -> None:
-    """Drive the run, whose lease `me` holds, to its end; the lease ends with its status."""
+) -> Finished:
+    """Drive the run, whose lease `me` holds, to its end; the lease ends with its status.
+    A run that does not finish with a crowned best ends (Ended) with its exit code."""
     run_name = record.name
     log_level = options.log_level
     folder = run_dir(results, run_name)
@@ -290,39 +287,35 @@ def execute(
             _taken_over(run_name)
         end("stopped")
         console.print(f"\nstopped. Continue with: evolve run --resume {run_name}")
-        sys.exit(130)
+        raise Ended(130) from None
     except SetupFailed as exc:
         end("failed")
         log.error("the evaluator's set-up failed: %s", exc)
-        errors.print(f"[red]error:[/red] {exc}", highlight=False)
-        console.print(
+        raise Ended(
+            1,
+            str(exc),
             f"Nothing was evolved: fix the above first (`evolve check {task.path}` tries the "
-            "seed alone, in seconds)."
-        )
-        sys.exit(1)
+            "seed alone, in seconds).",
+        ) from None
     except Exception as exc:
         end("failed")
-        errors.print(f"[red]error:[/red] {exc}", highlight=False)
-        console.print(
-            f"The store keeps what finished. Continue with: evolve run --resume {run_name}"
-        )
-        sys.exit(1)
+        resume = f"The store keeps what finished. Continue with: evolve run --resume {run_name}"
+        raise Ended(1, str(exc), resume) from exc
     seed = store.candidate(outcome.seed_id)
     if seed is not None and seed.score is None and seed.status != "pending":
         _seed_failed(store, task, record, seed, me)
     if barren:
         end("failed")
-        errors.print(f"[red]error:[/red] {escape(barren)}", highlight=False)
-        sys.exit(1)
+        raise Ended(1, barren)
     end("finished")
     console.print(f"finished: {outcome.reason}")
     best = outcome.best
     if best is None:
-        errors.print(
-            "[red]error:[/red] no candidate was crowned (none passed, or none measured "
-            f"consistently); see: evolve show {outcome.seed_id}"
+        raise Ended(
+            1,
+            "no candidate was crowned (none passed, or none measured consistently); see: "
+            f"evolve show {outcome.seed_id}",
         )
-        sys.exit(1)
     evaluation = scored_by(store, best.id)
     metrics = ", ".join(
         f"{k} {v:.4g}" for k, v in (evaluation.metrics if evaluation else {}).items()
@@ -334,6 +327,7 @@ def execute(
         f"written to {folder / 'best'}/\n"
         f"see it with: evolve show {best.id}    the board: evolve leaderboard {run_name}"
     )
+    return Finished(run_name, best.id, best.score, outcome.seed_id, folder)
 
 
 def _evolved_nothing(store: Store, engine: Engine, outcome: Outcome) -> str | None:
@@ -365,8 +359,7 @@ def _evolved_nothing(store: Store, engine: Engine, outcome: Outcome) -> str | No
 
 
 def _taken_over(run_name: str) -> NoReturn:
-    errors.print(f"[red]error:[/red] another driver took run {run_name} over; stopped")
-    sys.exit(1)
+    raise Ended(1, f"another driver took run {run_name} over; stopped")
 
 
 def _seed_failed(
@@ -383,8 +376,7 @@ def _seed_failed(
         highlight=False,
     )
     errors.print(feedback or "(none)", highlight=False, markup=False)
-    console.print(f"Fix the seed, then try it alone with: evolve check {task.path}")
-    sys.exit(1)
+    raise Ended(1, hint=f"Fix the seed, then try it alone with: evolve check {task.path}")
 
 
 def _score(candidate: CandidateRecord | None) -> str:

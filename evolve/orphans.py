@@ -9,7 +9,8 @@ all, and its run still says `running`. So:
   files they hold open in its session directory) and then removes sandbox containers whose
   owning worker is gone. The driver runs it after shutting Ray down, and the guardian
   (evolve/guardian.py) runs it when the driver ends without doing so;
-- `sweep`, which every `evolve` command that opens a store runs first, marks as `killed`
+- `sweep`, which `evolve run` runs first (the commands that only read change nothing, and
+  show such a run as `killed` once its lease lapses: evolve/run_states.py), marks as `killed`
   each run that says `running` but whose driver on this host is gone (as its lapsed lease
   shows it anywhere, evolve/run_states.py; `stopped` is for a driver that stopped
   cleanly), closes the proposals it left in flight as `interrupted` (their paid calls are

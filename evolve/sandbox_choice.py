@@ -1,15 +1,15 @@
 """Which sandbox a run's candidates get, said on every run: the task's backend or the one
-`--sandbox` names, refused with exit 2 where it cannot work here (naming the fix) rather
-than replaced by a weaker one unasked, and with the packages the task asks for."""
+`--sandbox` names, refused (Ended, exit code 2) where it cannot work here (naming the fix)
+rather than replaced by a weaker one unasked, and with the packages the task asks for."""
 
 from __future__ import annotations
 
 import subprocess
-import sys
 from dataclasses import replace
 
 from rich.markup import escape
 
+from evolve.ending import Ended
 from evolve.sandbox import backend as sandbox_backend
 from evolve.task import SandboxSpec
 from evolve.taskfile import LoadedTask
@@ -17,8 +17,8 @@ from evolve.ui.console import console, errors
 
 
 def usable_sandbox(task: LoadedTask, backend: str | None) -> LoadedTask:
-    """The task with the sandbox it will run in, said on every run; exit 2 where that sandbox
-    cannot work here, naming the fix, rather than fall back to a weaker one unasked.
+    """The task with the sandbox it will run in, said on every run; Ended (exit code 2) where
+    that sandbox cannot work here, naming the fix, rather than fall back to a weaker one.
 
     A process sandbox that cannot isolate (no bubblewrap) runs only where the task itself
     says `sandbox.backend: process`: a flag typed once is not consent for every candidate.
@@ -28,25 +28,23 @@ def usable_sandbox(task: LoadedTask, backend: str | None) -> LoadedTask:
     if ready:
         console.print(f"sandbox: {how}")
     elif chosen == "docker":
-        errors.print(
-            f"[red]error:[/red] {task.path}: sandbox.backend: the docker sandbox cannot run "
-            f"here: {how}. Or run candidates in the process sandbox: `--sandbox process`",
-            highlight=False,
+        raise Ended(
+            2,
+            f"{task.path}: sandbox.backend: the docker sandbox cannot run here: {how}. Or run "
+            "candidates in the process sandbox: `--sandbox process`",
         )
-        sys.exit(2)
     elif task.spec.sandbox.backend == "process":
         errors.print(
             f"[yellow]warning:[/yellow] sandbox 'process': {how}; candidates "
             "run as plain processes of this user, with its files and network"
         )
     else:
-        errors.print(
-            f"[red]error:[/red] {task.path}: sandbox.backend: the process sandbox cannot "
-            f"isolate here ({how}). Install bubblewrap, or accept unisolated "
-            "candidates by setting `sandbox: {backend: process}` in the task",
-            highlight=False,
+        raise Ended(
+            2,
+            f"{task.path}: sandbox.backend: the process sandbox cannot isolate here ({how}). "
+            "Install bubblewrap, or accept unisolated candidates by setting "
+            "`sandbox: {backend: process}` in the task",
         )
-        sys.exit(2)
     sandbox = task.spec.sandbox.model_copy(update={"backend": chosen})
     if sandbox.packages or sandbox.pip:
         sandbox = _with_packages(task, sandbox)
@@ -63,8 +61,8 @@ def _with_packages(task: LoadedTask, sandbox: SandboxSpec) -> SandboxSpec:
     Built rather than refused: the task already says what it needs, the build takes seconds
     to minutes once per recipe and host and is reused by every later run, so sending the user
     off to type another command first would add a step and nothing else. Each phase is shown
-    as it goes, and a build that fails (an unknown package, no network) exits 2 with
-    apt-get's last lines or pip's error and the command that retries the build alone.
+    as it goes, and a build that fails (an unknown package, no network) ends (exit code 2)
+    with apt-get's last lines or pip's error and the command that retries the build alone.
 
     The process sandbox installs no Debian package: its candidates use this host's own
     software. That is a warning, naming what dpkg finds missing, not an error: what a package
@@ -80,12 +78,11 @@ def _with_packages(task: LoadedTask, sandbox: SandboxSpec) -> SandboxSpec:
             progress=lambda line: console.print(escape(line), highlight=False),
         )
     except Exception as exc:  # RuntimeError from the build, or the engine failing mid-way
-        errors.print(
-            f"[red]error:[/red] {task.path}: {key}: cannot build the sandbox with "
-            f"{escape(what)}: {escape(str(exc))}\nRetry the build alone: {_retry(task, sandbox)}",
-            highlight=False,
-        )
-        sys.exit(2)
+        raise Ended(
+            2,
+            f"{task.path}: {key}: cannot build the sandbox with {what}: {exc}\n"
+            f"Retry the build alone: {_retry(task, sandbox)}",
+        ) from None
     if sandbox.packages and sandbox.backend != "docker":
         names = ", ".join(sandbox.packages)
         errors.print(

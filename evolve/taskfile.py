@@ -205,9 +205,7 @@ def _laid_over(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, An
     return merged
 
 
-def _translated(
-    data: Any, tree: MappingNode, path: Path, *, own_llm: bool = False
-) -> Translation:
+def _translated(data: Any, tree: MappingNode, path: Path, *, own_llm: bool = False) -> Translation:
     try:
         return translate(data, path.resolve().parent, own_llm=own_llm)
     except OpenEvolveError as exc:

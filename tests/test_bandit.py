@@ -159,7 +159,7 @@ def pulls_match_the_ledger(store: Store, run: str) -> dict[str, tuple[int, float
     """A proposal's arm is pulled when it ends, in the transaction that settles it (or
     closes it as interrupted, after a kill), and charged the calls stored under it, so the
     counts agree however the driver died: a good proposal is one call, a bad one two."""
-    orphans.sweep(store)  # what any evolve command does first
+    orphans.sweep(store)  # what `evolve run` does first
     arms = store.bandit_arms(run)
     proposals = store.proposals(run)
     assert all(p.outcome is not None for p in proposals)

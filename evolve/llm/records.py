@@ -20,7 +20,14 @@ from typing import Literal
 # found); nothing sent with that key or model can work, so the run stops at once.
 # "in_flight": sent, its reply not yet seen; "lost": still in flight when its run stopped.
 Status = Literal[
-    "ok", "rate_limited", "server_error", "timeout", "empty", "error", "refused", "in_flight",
+    "ok",
+    "rate_limited",
+    "server_error",
+    "timeout",
+    "empty",
+    "error",
+    "refused",
+    "in_flight",
     "lost",
 ]
 # Charged their reservation (the worst case) rather than a usage nobody saw.

@@ -1,5 +1,6 @@
 """The SQL lineage store: SQLite by default, PostgreSQL by URL, schema owned by Alembic."""
 
+from evolve.store.database import StoreNotReadable
 from evolve.store.engines import default_url
 from evolve.store.proposals import Opening, Settlement
 from evolve.store.records import (
@@ -20,5 +21,6 @@ __all__ = [
     "RunRecord",
     "Settlement",
     "Store",
+    "StoreNotReadable",
     "default_url",
 ]

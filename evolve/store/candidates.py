@@ -24,8 +24,8 @@ from evolve.store.schema import PENDING, Candidate, LLMCall
 class Candidates(Database):
     """The store's candidates: each program a run tried, with its parents and its score."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
+    def __init__(self, url: str, *, read_only: bool = False) -> None:
+        super().__init__(url, read_only=read_only)
         postgres = self._engine.dialect.name == "postgresql"
         self._ids = CandidateIds() if postgres else None
 

@@ -16,12 +16,15 @@ from typing import Any, Self, TypeVar
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Engine,
     Row,
     Select,
     event,
     inspect,
     text,
 )
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from evolve.store.commits import Commits
@@ -32,7 +35,7 @@ from evolve.store.deferred import (
     open_deferring,
     write_referred,
 )
-from evolve.store.engines import make_engine, parse_url
+from evolve.store.engines import make_engine, parse_url, read_only_url
 from evolve.store.new_schema import create_if_new
 
 # The newest revision in migrations/versions (tests/test_store.py checks that it is). A
@@ -63,13 +66,54 @@ def _stored_revision(connection: Connection) -> str | None:
     return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
+class StoreNotReadable(RuntimeError):
+    """A store opened read-only that cannot be read as it is: behind this evolve's schema."""
+
+
+def _readable(url: URL) -> Engine:
+    """A read-only engine on `url` whose schema is this evolve's. A SQLite file in WAL mode
+    needs its -shm and -wal files beside it, which a folder no one may write to cannot
+    hold: then, with no writer possible, the file is read as immutable."""
+    for attempt in read_only_url(url):
+        engine = make_engine(attempt, read_only=True)
+        try:
+            with engine.connect() as connection:
+                revision = _stored_revision(connection)
+        except OperationalError:
+            engine.dispose()
+            if attempt.get_backend_name() != "sqlite":
+                raise
+            continue
+        if revision != SCHEMA_HEAD:
+            engine.dispose()
+            raise StoreNotReadable(
+                f"the store at {url.render_as_string()} is at schema {revision or 'none'}, "
+                f"not {SCHEMA_HEAD}: a command that writes (`evolve run --resume`) upgrades it"
+            )
+        return engine
+    raise StoreNotReadable(f"cannot open {url.render_as_string()} for reading")
+
+
 class Database:
     """Opens (and if needed creates or upgrades) the database at `url`, and hands the rest of
     the store sessions for reads and for writes. Each part of the store keeps every public
-    write to one short transaction of its own, unless the caller has opened a `turn`."""
+    write to one short transaction of its own, unless the caller has opened a `turn`.
 
-    def __init__(self, url: str) -> None:
+    `read_only` opens it for the commands that only look: nothing is created, upgraded or
+    written (the database refuses writes: a SQLite file is opened `mode=ro`, a PostgreSQL
+    session is read-only), so it works on a copy no one may write to."""
+
+    def __init__(self, url: str, *, read_only: bool = False) -> None:
         self._url = parse_url(url)
+        self.read_only = read_only
+        if read_only:
+            self._engine = _readable(self._url)
+            self._writer, self._commits, self._turn = self._engine, None, None
+            self._readers: sessionmaker[Session] = sessionmaker(
+                self._engine, expire_on_commit=False
+            )
+            self._writers = self._readers
+            return
         self._engine = make_engine(self._url)
         # On a server, turns commit on a thread of their own (evolve/store/commits.py); on
         # SQLite, in the process, that would cost more than it saves. (The listener goes on
@@ -79,7 +123,7 @@ class Database:
             event.listen(self._engine, "before_cursor_execute", self._before_statement)
             self._commits = Commits()
         self._writer = self._engine.execution_options(sqlite_begin="BEGIN IMMEDIATE")
-        self._readers: sessionmaker[Session] = sessionmaker(self._engine, expire_on_commit=False)
+        self._readers = sessionmaker(self._engine, expire_on_commit=False)
         self._writers: sessionmaker[Session] = sessionmaker(self._writer, expire_on_commit=False)
         # The connection of the open turn and the thread that opened it (see `turn`).
         self._turn: tuple[int, Connection] | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
@@ -31,16 +32,39 @@ def parse_url(url: str) -> URL:
     return parsed
 
 
+def read_only_url(url: URL) -> list[URL]:
+    """The URLs that open `url` read-only, to try in turn. A SQLite file: `mode=ro` (which
+    still sees what a live writer commits), then `immutable=1`, for a file whose folder
+    cannot hold the -shm and -wal files that WAL mode reads through; a server: as it is
+    (make_engine makes its sessions read-only)."""
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return [url]
+    path = "file:" + quote(str(Path(url.database).resolve()))
+    return [
+        url.set(database=path, query={"mode": "ro", "uri": "true"}),
+        url.set(database=path, query={"mode": "ro", "immutable": "1", "uri": "true"}),
+    ]
+
+
 def _sqlite_connect(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
+    _sqlite_settings(dbapi_connection, writes=True)
+
+
+def _sqlite_read_only(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
+    _sqlite_settings(dbapi_connection, writes=False)
+
+
+def _sqlite_settings(dbapi_connection: DBAPIConnection, *, writes: bool) -> None:
     # The driver's own transaction handling skips BEGIN before DDL and SELECT; switch it off
     # and let `_sqlite_begin` emit BEGIN, so a migration is atomic and reads are snapshots.
     dbapi_connection.isolation_level = None  # type: ignore[attr-defined]
     cursor = dbapi_connection.cursor()
     # The busy timeout goes first: turning on WAL needs a lock another process may hold.
     cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-    _turn_on_wal(cursor)
-    for pragma in ("synchronous=NORMAL", "foreign_keys=ON"):
-        cursor.execute(f"PRAGMA {pragma}")
+    if writes:  # a reader takes the file's journal mode as it is
+        _turn_on_wal(cursor)
+        cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 
 
@@ -76,13 +100,17 @@ def _postgres_connect(dbapi_connection: DBAPIConnection, _record: ConnectionPool
     dbapi_connection.commit()
 
 
-def make_engine(url: URL) -> Engine:
+def make_engine(url: URL, *, read_only: bool = False) -> Engine:
+    """The engine for `url`; `read_only` for a URL of `read_only_url`, whose database then
+    refuses every write."""
     backend = url.get_backend_name()
-    if backend == "sqlite" and url.database and url.database != ":memory:":
+    if backend == "sqlite" and url.database and url.database != ":memory:" and not read_only:
         Path(url.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url)
+    options = "-c default_transaction_read_only=on"
+    connect_args = {"options": options} if read_only and backend == "postgresql" else {}
+    engine = create_engine(url, connect_args=connect_args)
     if backend == "sqlite":
-        event.listen(engine, "connect", _sqlite_connect)
+        event.listen(engine, "connect", _sqlite_read_only if read_only else _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
     elif backend == "postgresql":
         event.listen(engine, "connect", _postgres_connect)
