@@ -1,5 +1,5 @@
 """What one code_layout candidate costs once the profile is cached, and where each layout
-of the README's table stands.
+of the table in docs/benchmarks.md stands.
 
 Prints, for one task (sqlite or lua): the seed's whole evaluation (median of --repeats,
 with its spread), split into the candidate's run (order()), and the trusted run: the link,

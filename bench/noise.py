@@ -12,7 +12,7 @@ c. 30 candidates drawn from the seed's knobs with a fixed RNG seed: Spearman's r
    stand in for timing on a machine too noisy to time on.
 
 Each evaluation draws fresh inputs (its own `seed=`), as the engine's do. Nothing is saved;
-the last lines are a table for the README. About 10 minutes on the 2-core development VM;
+the last lines are a table for docs/benchmarks.md. About 10 minutes on the 2-core development VM;
 `--quick` shrinks every section.
 Run: `.venv/bin/python bench/noise.py [--backend process] [--quick]`.
 """

@@ -8,8 +8,8 @@ ledger, on top of the draw itself, and evaluated nothing. A draw costs a fractio
 millisecond and no money, so the driver draws again with a fresh seed, up to DRAWS times,
 and only the last draw becomes the proposal.
 
-A proposal counts once toward the fruitless stop, by its last draw, as before: the stop
-still comes after MAX_FRUITLESS parent picks in a row that found nothing new (a run whose
+A proposal counts once toward the fruitless stop, by its last draw: the stop comes
+after MAX_FRUITLESS parent picks in a row that found nothing new (a run whose
 neighbourhood is exhausted spends at most DRAWS times as many draws getting there), so a
 run where only a few parents still have new neighbours is not given up on sooner.
 """

@@ -34,9 +34,8 @@ log = logging.getLogger("evolve.cluster")
 # proposals need one or two. The object store holds programs and results, which are small;
 # unbounded it reserves 30% of the machine's memory. No process reports task events (each
 # task's state changes, kept by the GCS for Ray's dashboard and state API, which a local
-# instance does not serve): the GCS grew by about 8 MB per thousand candidates of a model
-# run (45 MB at 300, 58 MB at 2,000), and every task's submitter and executor paid to send
-# them.
+# instance does not serve): the GCS would grow with every candidate of a run, and every
+# task's submitter and executor would pay to send them.
 LOCAL_OPTIONS = {
     "_system_config": {"prestart_worker_first_driver": False, "task_events_report_interval_ms": 0},
     "object_store_memory": 256 * 2**20,

@@ -12,10 +12,9 @@ replaced, its candidate timed out. The loop receives only results to record.
 While evaluations are fast (their recent durations average under QUEUE_BELOW_S), a busy
 worker is given a second job, which waits in the worker and starts the moment the first
 ends. Otherwise each finished job would leave its worker idle for the driver's turn:
-recording the result, proposing, sending the next job. With a 3 ms evaluation and 2
-workers the loop went from 327-372 to 418-510 candidates/s (`bench/overhead.py --delay
-0.003`; 667 would keep both busy);
-with slow ones it is noise, and a job held behind a slow one could wait longer than it
+recording the result, proposing, sending the next job, which with evaluations of a few
+milliseconds is a large share of each worker's time (`bench/overhead.py --delay` measures
+it); with slow ones it is noise, and a job held behind a slow one could wait longer than it
 gains while another worker idles, so they go one at a time. Only a job that asks for no
 particular worker is queued. The watchdog times the job a worker runs, not the one queued
 behind it.

@@ -153,7 +153,7 @@ class Engine:
         self.events.emit(Event("info", f"starting {self.pool.size} evaluation worker(s)"))
         # What the driver holds by now (Ray, the store, the task, what was restored) lives
         # as long as the run: out of the collector's sight, a full collection costs a
-        # fraction of the 85-115 ms it took, a stall of the loop that held every slot up.
+        # fraction of what it would, a stall of the loop that holds every slot up.
         # (Not collected first: a full collection here cost start-up more than the
         # garbage it would free, which the collector sees again after the loop.)
         gc.freeze()

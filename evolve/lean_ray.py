@@ -6,11 +6,10 @@ Beside the GCS and the raylet that a run needs, `ray.init` starts:
   Ray with `log_to_driver=False` and keeps that output in Ray's log files;
 - the dashboard's API server, which `include_dashboard=False` only shrinks.
 
-Together they held about 250 MB of RSS. Left out, a local start took 1.3 s instead of about
-2 s on a 2-core machine, and `ray.shutdown` 0.3 s instead of 1.4 s. Ray's public `ray.init`
-has no switch for them, so the methods of Ray's `Node` that start them do nothing while
-this module starts an instance. Those are Ray internals: a Ray that lacks one of them
-starts everything, as before.
+Together they hold a few hundred megabytes of RSS and make a local start and
+`ray.shutdown` slower. Ray's public `ray.init` has no switch for them, so the methods of
+Ray's `Node` that start them do nothing while this module starts an instance. Those are
+Ray internals: a Ray that lacks one of them starts everything.
 
 The API server is left out only where the dashboard's dependencies are missing (`pip
 install ray`, as evolve installs it). With `ray[default]`, the dashboard agent loads
@@ -21,9 +20,9 @@ then loads no module and serves no port, and the runtime-env agent serves only r
 environments, which evolve never asks for. The raylet still waits for each agent's port
 files and ends when an agent ends, so a stand-in (evolve/ray_agent_stand_in.sh, a shell
 script) writes the files, every port "not served" (-1), and waits for the raylet to end. The
-two agents held about 150 MB of RSS, and leaving them out took a bare `ray.init` from
-1.9-3.1 s to 0.8-1.0 s on a 2-core machine. The stand-ins hold under 2 MB of RSS each (a
-Python one held 8-9 MB).
+two agents are Python processes that import Ray, so leaving them out spares a local
+instance their memory and roughly halves a bare `ray.init`; a stand-in holds under 2 MB of
+RSS.
 
 What that gives up: a task or actor with a runtime environment would wait for an agent
 that serves none, and the raylet ends 30 s later. Ray makes one for the whole job where a
@@ -142,7 +141,7 @@ def quick_stop() -> Iterator[None]:
     """For the length of one `ray.shutdown` of a local instance: its processes are killed at
     once. Ray otherwise asks each to stop and waits up to a second for it, and the raylet
     takes that second whole. What the run keeps is in its store by then; the raylet's
-    children, which it no longer stops itself, are the caller's to kill
+    children, which a raylet killed at once does not stop, are the caller's to kill
     (evolve/cluster.py)."""
     original = getattr(Node, "kill_all_processes", None)
     if original is None:

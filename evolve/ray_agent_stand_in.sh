@@ -5,13 +5,12 @@
 # (without the dashboard's dependencies), the dashboard agent serves nothing a run uses
 # and writes -1 ("not served") for its ports; the runtime-env agent serves only runtime
 # environments, which evolve never asks for (evolve/lean_ray.py says when the real ones
-# start instead). Each is still a Python process that imports Ray, 80-88 MB, at every
-# start. This script writes "-1" for every port and then only waits, as an agent does, for
+# start instead). Each would be a Python process that imports Ray, tens of megabytes, at
+# every start. This script writes "-1" for every port and then only waits, as an agent does, for
 # its raylet to end: a raylet whose agent exits ends too.
 #
-# It is a POSIX shell script, not Python: a Python interpreter that imports nothing still
-# held 8-9 MB of RSS (about 3 MB of it its own), twice in every run; the shell, under 2 MB
-# (0.2 MB its own). Once a second it starts a `sleep`.
+# It is a POSIX shell script, not Python: a Python interpreter that imports nothing holds
+# several times a shell's memory, twice in every run. Once a second it starts a `sleep`.
 #
 # Run as `sh ray_agent_stand_in.sh FILE...`, where each FILE is a port file the raylet
 # waits for (evolve/lean_ray.py names them).

@@ -3,8 +3,7 @@
 Proposals are made elsewhere (evolve/proposal_making.py: in the driver for the autotuner,
 in the actors of evolve/proposal_workers.py for a model), and this module imports none of
 their code: every evaluation worker loads it, and the mutators with their prompt and model
-code cost each one about 40 ms at start (its import of evolve's code took 113-127 ms
-instead of 76-81) and a megabyte or two.
+code would cost each one tens of milliseconds at start and a megabyte or two.
 """
 
 from __future__ import annotations

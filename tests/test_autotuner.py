@@ -12,6 +12,8 @@ from evolve.mutators import Autotuner, MutationError, MutationRequest, Parent, a
 from evolve.mutators.autotuner import mutate_value
 from evolve.program import Program
 
+TASK_REFERENCE = Path(__file__).parents[1] / "docs" / "task-reference.md"
+
 SOURCE = """// EVOLVE-BLOCK-START
 #define A 16 // @knob int 1..64
 #define B 0.5 // @knob float 0.01..10
@@ -163,7 +165,7 @@ def test_an_int_log_range_may_start_at_zero_or_below() -> None:
 
 
 def test_one_move_of_a_plain_int_at_512_stays_at_256_or_above() -> None:
-    """The README's comparison: a pow2 knob reaches any power of two in one move."""
+    """The task reference's comparison: a pow2 knob reaches any power of two in one move."""
     assert min(map(int, shares(one_knob("int 1..512", 512), 20_000, seed=7))) >= 256
     assert set(shares(one_knob("pow2 1..512", 512), 2_000, seed=7)) == {2**e for e in range(9)}
 
@@ -218,21 +220,21 @@ def documented_moves(text: str) -> dict[str, str]:
     return {kind: " ".join(moves.replace("`", "").split()) for kind, moves in text}
 
 
-def test_the_readme_documents_the_moves_the_autotuner_documents() -> None:
-    """One table of moves in two places: the README's rows say, word for word, what the
-    autotuner's docstring says, for every kind of knob, the log scale included."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    table = readme.split("| knob | moves |\n", 1)[1].split("\n\n", 1)[0]
+def test_the_task_reference_documents_the_moves_the_autotuner_documents() -> None:
+    """One table of moves in two places: the task reference's rows say, word for word, what
+    the autotuner's docstring says, for every kind of knob, the log scale included."""
+    reference = TASK_REFERENCE.read_text()
+    table = reference.split("| knob | moves |\n", 1)[1].split("\n\n", 1)[0]
     rows = re.findall(r"^\| `([\w ]+)` \| (.+) \|$", table, re.M)
     bullets = re.findall(r"^- ([\w ]+): (.+?)(?=^- |^$)", autotuner.__doc__ or "", re.M | re.S)
-    in_readme, in_module = documented_moves(rows), documented_moves(bullets)
+    in_reference, in_module = documented_moves(rows), documented_moves(bullets)
     assert set(in_module) == {*KINDS, "int log"}
-    assert in_readme == in_module
+    assert in_reference == in_module
 
 
-def test_the_readme_example_declares_every_kind() -> None:
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    example = readme.split("**Knobs**", 1)[1].split("```c\n", 1)[1].split("```", 1)[0]
+def test_the_task_reference_example_declares_every_kind() -> None:
+    reference = TASK_REFERENCE.read_text()
+    example = reference.split("**Knobs**", 1)[1].split("```c\n", 1)[1].split("```", 1)[0]
     knobs = find_knobs(Program({"k.c": f"// EVOLVE-BLOCK-START\n{example}// EVOLVE-BLOCK-END\n"}))
     assert {k.kind for k in knobs} == set(KINDS)
     assert any(k.log for k in knobs)

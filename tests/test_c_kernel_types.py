@@ -275,15 +275,17 @@ def test_declared_counts_and_dtypes_must_fit_what_the_reference_returns(tmp_path
         c_kernel_task(tmp_path / "narrow", HISTOGRAM_REFERENCE, {**narrow, "signature": signature})
 
 
-def test_the_readme_tables_name_every_param_and_every_metric() -> None:
-    """A new user writes a task from the README alone: nothing may be missing there."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = text[text.index("### Writing a `c_kernel` task") :]
+def test_the_evaluator_page_tables_name_every_param_and_every_metric() -> None:
+    """A new user writes a task from the evaluator's page alone: nothing may be missing there."""
+    page = Path(__file__).resolve().parents[1] / "docs" / "evaluators" / "c_kernel.md"
+    text = page.read_text()
+    section = text[text.index("## Writing a `c_kernel` task") :]
     params = section[section.index("**Every param**") : section.index("**Every metric**")]
     table = [line for line in params.splitlines() if line.startswith("| `")]
     documented = {name for line in table for name in re.findall(r"`(\w+)`", line.split("|")[1])}
     assert documented == set(CKernelParams.model_fields)
-    metrics_table = section[section.index("**Every metric**") : section.index("### The `c_")]
+    stages = section.index("## The `c_kernel` stages")
+    metrics_table = section[section.index("**Every metric**") : stages]
     rows = [line.split("|")[1].strip() for line in metrics_table.splitlines() if "| `" in line]
     assert rows == [
         f"`{name}`"

@@ -4,7 +4,7 @@ on stderr naming the file, before anything would read, expand or execute what it
 What makes each refusal fast is asserted instead of its wall time: a file over the cap is
 refused by its size, a stream that never ends is read only up to the cap, and an alias bomb
 or deep nesting is refused at the node that crosses a limit, long before the rest exists.
-The times are printed (pytest -s) for the README.
+The times are printed (pytest -s) for docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 prototype.
 
 Written by the evaluator, so trusted: the task's author gives only the prototype, and the
-glue every task used to copy (sizes from argv, each array at its offset, the casts) cannot
+glue a hand-written harness holds (sizes from argv, each array at its offset, the casts) cannot
 be got wrong. The same header is forced into the candidate's compile (`-include`), so a
 definition whose types differ from the prototype fails to build with the compiler's
 "conflicting types" instead of reading the wrong bytes.

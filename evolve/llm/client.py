@@ -10,7 +10,7 @@ and written to its ledger before it is sent (evolve/llm/reservations.py), goes t
 again as soon as it ends, and waits on the run's circuit for its provider.
 
 A provider's SDK loads on its first request, or when `preload` asks for it: each takes a
-second or so to import (Anthropic's 1.2 s and 41 MB on a 2-core machine), and a process
+second or so and tens of megabytes to import, and a process
 needs only those its models use.
 """
 

@@ -44,8 +44,8 @@ def warm(
     answer: dict[str, Any],
 ) -> None:
     """`request` made once through the SDK `client` built on an HTTP client whose transport
-    answers `answer` in memory. Best effort: an SDK that cannot be warmed so pays on its
-    first real request, as before."""
+    answers `answer` in memory. Best effort: an SDK that cannot be warmed so pays its
+    one-time costs on its first real request."""
     try:
         _shared_context(sdk)
         http = _http_library(sdk)

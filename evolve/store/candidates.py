@@ -193,8 +193,8 @@ class Candidates(Database):
         """Best first; among equal scores the older candidate wins. `after`: the ranking
         from the candidate after that one (the last of the page before), for reading it
         page by page. Each page starts where the last ended instead of skipping the ranks
-        before it: resuming a run of 50,000 unverified candidates paged through them all in
-        10-15 s with OFFSET, each page ranking every candidate above it again."""
+        before it with OFFSET, which would rank every candidate above it again for each
+        page: resuming a run of many unverified candidates pages through them all."""
         query = select(Candidate).where(
             Candidate.run_name == run_name, Candidate.score.is_not(None)
         )

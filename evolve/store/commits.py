@@ -1,16 +1,15 @@
 """Turns committed on a thread of their own, in the order they ended (on a database server).
 
-At a turn's end the engine waited for the server: its writes and COMMIT go in one round
-trip (evolve/store/pipeline.py), but the server's work on them and the trip back were
-about half of the 660-870 µs per candidate that the turn's end took on a 2-core machine,
-with the driver idle. Handed to this thread, the commit goes on while the engine takes
-the next results.
+A turn's writes and COMMIT go to the server in one round trip (evolve/store/pipeline.py),
+but the server's work on them and the trip back are a large share of a turn's end, with
+the driver idle if it waits. Handed to this thread, the commit goes on while the engine
+takes the next results.
 
 What the engine sees does not change:
 - Turns commit one at a time, in the order they ended, each all or nothing: a turn's rows
   may name the one before's. One is in flight at most: a turn's end waits for the one
-  before it, so a slow server holds the engine up as it did, instead of piling up turns
-  that each hold a connection.
+  before it, so a slow server holds the engine up, instead of piling up turns that each
+  hold a connection.
 - The thread that ended the turns waits for the commit in flight before its connection
   runs any statement, in a turn or outside one (`wait`), so it reads everything it wrote.
   Until then nothing waits: a turn's deferred writes (evolve/store/deferred.py) need no
@@ -24,9 +23,9 @@ What the engine sees does not change:
   statement, or at the end of its next turn, which is then rolled back. The store holds
   every turn before the failure, as after a crash, and `--resume` redoes the rest.
 
-A crash (kill -9) can now lose the turn whose commit had not reached the server yet, as
-well as the turn in progress; both are redone by `--resume`, as a turn in progress always
-was. A COMMIT that has reached the server goes through even if the driver dies.
+A crash (kill -9) can lose the turn whose commit had not reached the server yet, as well
+as the turn in progress; `--resume` redoes both. A COMMIT that has reached the server goes
+through even if the driver dies.
 """
 
 from __future__ import annotations

@@ -3,10 +3,9 @@
 Per candidate the engine adds the candidate, and at each turn's end writes the turn's
 evaluations, standings and settled proposals (evolve/store/deferred.py). Through
 `Connection.execute`, SQLAlchemy's work around each execution (finding the compiled form,
-processing every value, firing events, building a result) cost the driver 2-3 times what
-the database took to run the statement: in `bench/overhead.py`, a candidate's insert took
-177-242 µs of the driver thread's CPU and a turn's deferred writes 349-460 µs, against
-77-104 µs and 125-165 µs here (three runs each).
+processing every value, firing events, building a result) costs the driver a few times
+what the database takes to run the statement; here a statement costs about what the
+database's own work does (`bench/overhead.py` shows the driver's CPU per candidate).
 
 A statement is compiled once per dialect and set of value names, by SQLAlchemy, in the
 dialect's own SQL and parameter style. Each execution then does what SQLAlchemy's would
@@ -19,7 +18,8 @@ expanding or literal-rendered parameter, a value left out that the statement req
 rows that name different values) goes through `Connection.execute` instead, with its
 errors. What is given up: Connection events (`before_cursor_execute`) do not fire for the
 statements run here. A database error is raised as SQLAlchemy's own (`IntegrityError`,
-...), as `execute` raises it, and the caller's transaction is rolled back as before.
+...), as `execute` raises it, and the caller's transaction is rolled back as `execute`
+would leave it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Trusted reference for matmul_c: C = A @ B for n x n row-major float32 matrices.
 
 The c_kernel evaluator loads this file from its text in its own process, never in the
-sandbox. Its functions of `sizes` (the task's `sizes` param), as the README's "Writing a
-c_kernel task" describes them:
+sandbox. Its functions of `sizes` (the task's `sizes` param), as docs/evaluators/c_kernel.md
+describes them:
 
     make_inputs(rng, sizes) -> the arrays A and B (task.yaml's `inputs`), in this order
     reference(inputs, sizes) -> the expected C (task.yaml's `outputs`)
