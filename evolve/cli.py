@@ -38,7 +38,7 @@ Exit codes:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="evolve", prog_name="evolve")
+@click.version_option(package_name="evolve-programs", prog_name="evolve")
 def main() -> None:
     """Make programs faster and smaller by evolution."""
 
