@@ -13,7 +13,7 @@ from evolve.llm.prices import shown_cost
 from evolve.objective_terms import Terms
 from evolve.plausibility import flag_reasons
 from evolve.search.pareto import pareto_front
-from evolve.store import CandidateRecord, EvaluationRecord, RunRecord, Store
+from evolve.store import CandidateRecord, RunRecord, Store
 from evolve.store.evaluations import scoring_evaluation
 from evolve.ui.fitted import Column, FittedTable
 from evolve.verification import WORD, run_reason
@@ -28,11 +28,6 @@ FRONT_NOTE = "* on the Pareto front: no other program is as good on every object
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
-
-
-def scored_by(store: Store, candidate_id: int) -> EvaluationRecord | None:
-    """The evaluation that gave the candidate its score, whose metrics are shown beside it."""
-    return scoring_evaluation(store.evaluations(candidate_id))
 
 
 def front(store: Store, run: RunRecord) -> set[int]:
