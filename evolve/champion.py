@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evolve.objective_terms import Terms
 from evolve.plausibility import FLAGGED_METRIC, flag_lines, flag_reasons
 from evolve.results import OK, EvalResult
 from evolve.runs import write_best
 from evolve.store import CandidateRecord, EvaluationRecord, RunRecord, Store
+from evolve.store.evaluations import scoring_evaluation
 from evolve.stored_task import task_info
 from evolve.task import ChampionSpec
 
@@ -61,12 +63,32 @@ def is_flagged(evaluations: Sequence[EvaluationRecord]) -> bool:
     return any(flagged(e) for e in evaluations)
 
 
+def crowned_measurement(
+    evaluations: Sequence[EvaluationRecord], agreement: float
+) -> EvaluationRecord | None:
+    """The measurement a candidate's figure is told by: the one the referee crowns on. Not
+    flagged, its lowest (the one that gave its stored score). Flagged, the lower of its two
+    latest once they agree: the crown rests on them, and a flagged first score (a noisy
+    timing on a loaded machine, say) is what they were taken to settle. Flagged and not
+    agreed yet, its lowest, the figure it is ranked by. None while it has no score (not
+    measured yet, or any measurement failed)."""
+    if any(e.status != OK for e in evaluations):
+        return None
+    passed = [e for e in evaluations if e.score is not None]
+    if is_flagged(passed) and len(passed) >= 2:
+        a, b = passed[-2:]
+        if a.score is not None and b.score is not None and agree(a.score, b.score, agreement):
+            return a if a.score < b.score else b
+    return scoring_evaluation(passed)
+
+
 class Referee:
     """Reads the store only for results that may lead or that carry a speedup, so the
     common case costs one query at most."""
 
-    def __init__(self, spec: ChampionSpec, store: Store) -> None:
+    def __init__(self, spec: ChampionSpec, store: Store, terms: Terms | None = None) -> None:
         self.spec, self.store = spec, store
+        self.terms = terms or Terms()  # how its decisions name a score
 
     def review(self, kind: str, candidate: CandidateRecord, result: EvalResult) -> str | None:
         """Before a passing result is stored: flags it when its candidate is suspect, so
@@ -84,7 +106,7 @@ class Referee:
 
     def judge(self, candidate: CandidateRecord) -> Decision:
         """The decision for a candidate whose score leads the run."""
-        crown = Decision("best", f"new best #{candidate.id}: score {candidate.score:.4g}")
+        crown = Decision("best", f"new best #{candidate.id}: {self.terms.figure(candidate.score)}")
         if candidate.measurements < 2:
             return Decision("remeasure", f"#{candidate.id} may be a new best; re-measuring")
         passed = [e for e in self.store.evaluations(candidate.id) if e.status == OK]
@@ -93,13 +115,13 @@ class Referee:
         a, b = (e.score for e in passed[-2:])
         if a is None or b is None:
             raise ValueError(f"#{candidate.id} has a passing evaluation without a score")
+        pair = f"{self.terms.amount(a)} and {self.terms.amount(b)}"
         if agree(a, b, self.spec.agreement):
-            return Decision("best", f"{crown.text} (flagged; {a:.4g} and {b:.4g} agree)")
+            return Decision("best", f"{crown.text} (flagged; {pair} agree)")
         if len(passed) < MAX_MEASUREMENTS:
             return Decision(
                 "remeasure",
-                f"#{candidate.id} is flagged and its scores {a:.4g} and {b:.4g} disagree; "
-                "re-measuring",
+                f"#{candidate.id} is flagged and its measurements {pair} disagree; re-measuring",
             )
         return Decision(
             "warning",

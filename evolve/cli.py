@@ -226,7 +226,7 @@ def leaderboard(
         if watch:
             follow(store, record.name, limit, interval)
             return
-        console.print(board(store, record, limit))
+        console.print(board(store, record, limit=limit))
         console.print(run_summary(store, record))
 
 

@@ -36,6 +36,7 @@ from evolve.events import Event, EventLog, Observer, Snapshot
 from evolve.leaders import Leaders
 from evolve.lease import RunTakenOver
 from evolve.mutators.factory import make_mutators
+from evolve.objective_terms import Terms
 from evolve.pool import WorkerPool
 from evolve.proposals import Proposer
 from evolve.results import ERROR, TIMEOUT, EvalResult
@@ -97,7 +98,9 @@ class Engine:
         self.overtime_grace_s = min(self.spec.sandbox.timeout_s, deadline_s)
         self.candidates = CandidateCache(store)
         self.leaders = Leaders()
-        self.champion = Champion(Referee(self.spec.champion, store), results_dir, run.name)
+        terms = Terms(tuple(self.spec.objectives), self.spec.evaluator.name)
+        referee = Referee(self.spec.champion, store, terms)
+        self.champion = Champion(referee, results_dir, run.name)
         self.strategy = make_strategy(self.spec.search, self.spec.objectives, self.seed_id)
         mutators, self.reader = make_mutators(
             task, evaluator, store_url=store.url, run_name=run.name

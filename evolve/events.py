@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from evolve.objective_terms import Terms
+
 log = logging.getLogger("evolve.engine")
 
 
@@ -35,8 +37,12 @@ class Snapshot:
     workers: str = ""  # how many evaluation workers are ready, when not all are
     leaders: int = 0  # moves when the top of the leaderboard changed (evolve/leaders.py)
 
-    def progress_line(self) -> str:
-        best = "-" if self.best_score is None else f"#{self.best_id} {self.best_score:.4g}"
+    def progress_line(self, terms: Terms | None = None) -> str:
+        """One line for a log; `terms` name the best's figure (a bare score without)."""
+        named = terms or Terms()
+        best = "-"
+        if self.best_score is not None:
+            best = f"#{self.best_id} {named.figure(self.best_score)}"
         spent = f", {self.spend}" if self.spend else ""
         spent += f", {self.search}" if self.search else ""
         spent += f", {self.outage}" if self.outage else ""

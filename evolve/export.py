@@ -4,7 +4,8 @@ CSV (a row per candidate) and a folder (each candidate's program, with a manifes
 JSON lines and the folder are written record by record as the store pages them in, so a
 run of any size exports in the memory of one page of programs. The CSV has no code, so it
 reads the run's outlines (every candidate without its files) and each candidate's metrics
-at once, to name them all in its header. Nothing is assembled into one string first.
+at once, to name them all in its header; its times are ISO 8601 in UTC. Nothing is
+assembled into one string first.
 
 The folder format writes paths that come from the store, which a hostile task or a
 tampered database can fill: a path that is absolute or climbs out with `..` is refused
@@ -21,6 +22,7 @@ import json
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
@@ -103,10 +105,17 @@ def write_csv(store: Store, run: RunRecord, out: TextIO) -> None:
             _operator(candidate),
             mutation.get("model") or "",
             mutation.get("summary") or "",
-            candidate.created_at,
+            iso_utc(candidate.created_at),
             *(measured.get(name, "") for name in names),
         ]
         writer.writerow([_inert(cell) for cell in cells])
+
+
+def iso_utc(stamp: float) -> str:
+    """A stored epoch time as ISO 8601 in UTC, to the millisecond: what a spreadsheet or a
+    person reads as a time, where the float is a count of seconds since 1970."""
+    moment = datetime.fromtimestamp(stamp, tz=UTC).isoformat(timespec="milliseconds")
+    return moment.replace("+00:00", "Z")
 
 
 def _inert(cell: object) -> object:

@@ -22,16 +22,15 @@ from evolve.ui.console import console, errors
 @db_option
 @results_option
 def runs(db: str | None, results: Path | None) -> None:
-    """List every run in the store, newest first: its task, status, candidates, best score,
-    model spend and start time.
+    """List every run in the store, newest first: its task, status, candidates, best (in
+    its objective's terms, against the seed), model spend and start time.
 
     A run whose driver died without a word (kill -9, a lost machine) is shown as killed
     once its lease has lapsed; `evolve run --resume RUN` continues it.
     """
     import time
 
-    from evolve.champion import champion_of
-    from evolve.ui.runs_view import runs_table
+    from evolve.ui.runs_view import best_figure, runs_table
 
     with reading_store(db, results) as store:
         records = store.list_runs()
@@ -39,8 +38,8 @@ def runs(db: str | None, results: Path | None) -> None:
             where = store.display_url
             console.print(f"no runs in {where} yet: `evolve run TASK` starts one", markup=False)
             return
-        champions = {record.name: champion_of(store, record) for record in records}
-        console.print(runs_table(records, store.run_totals(), champions, time.time()))
+        bests = {record.name: best_figure(store, record) for record in records}
+        console.print(runs_table(records, store.run_totals(), bests, time.time()))
 
 
 @click.command(short_help="Write a run's records out: JSON lines, CSV, or its programs.")

@@ -22,9 +22,11 @@ from rich.markup import escape
 from evolve import cluster, lease, orphans, store_location, verification
 from evolve.ending import Ended
 from evolve.engine import Engine, Outcome
+from evolve.figures import RunFigures
 from evolve.knobs import find_knobs
 from evolve.mutators import LLM_OPERATORS
 from evolve.mutators.llm import key_names
+from evolve.objective_terms import Terms
 from evolve.openevolve import run_defaults
 from evolve.pool import SetupFailed
 from evolve.results import OK
@@ -37,7 +39,6 @@ from evolve.task import ModelSpec
 from evolve.taskfile import LoadedTask, TaskFileError, changed_files, make_evaluator, parse_task
 from evolve.ui.console import console, errors
 from evolve.ui.dashboard import Dashboard, PlainLog
-from evolve.ui.tables import scored_by
 
 log = logging.getLogger("evolve.launch")
 
@@ -181,15 +182,24 @@ def resumed_run(
         else:
             record = store.get_run(resume)
     if record is None:
-        wanted = f"that {me['user']} started on {me['host']}" if resume is None else repr(resume)
-        raise Ended(2, f"no run {wanted} in the store")
+        wanted = (
+            f"of yours on this machine (user {me['user']} on host {me['host']}); "
+            "`evolve runs` lists every run, and --resume RUN names one"
+            if resume is None
+            else f"named {resume!r}"
+        )
+        raise Ended(2, f"the store holds no run {wanted}")
     try:
         task = parse_task(record.task_yaml, Path(record.task_path))
     except TaskFileError as exc:
         raise Ended(2, f"the stored task no longer loads: {exc}") from None
     introduce(task)
     if resume is None:
-        console.print(f"the newest run {me['user']} started on {me['host']}: {record.name}")
+        console.print(
+            f"your latest run on this machine (user {me['user']} on host {me['host']}) is "
+            f"{record.name}",
+            highlight=False,
+        )
     # A run from before fingerprints were kept has none to compare against.
     changed = changed_files(task, record.settings.get("task_files", task.files))
     if changed:
@@ -256,10 +266,11 @@ def execute(
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stops as Ctrl-C does
     live = not options.plain and console.is_terminal
     unverified = task.unverified is not None
+    terms = Terms(tuple(task.spec.objectives), task.spec.evaluator.name)
     observer = (
         Dashboard(store, run_name, console, unverified=unverified)
         if live
-        else PlainLog(console, unverified=unverified)
+        else PlainLog(console, unverified=unverified, terms=terms)
     )
     heartbeat = lease.Heartbeat(store, run_name, me)
 
@@ -316,14 +327,17 @@ def execute(
             "no candidate was crowned (none passed, or none measured consistently); see: "
             f"evolve show {outcome.seed_id}",
         )
-    evaluation = scored_by(store, best.id)
-    metrics = ", ".join(
-        f"{k} {v:.4g}" for k, v in (evaluation.metrics if evaluation else {}).items()
-    )
-    unverified = f" {verification.WORD}" if task.unverified else ""
+    figures = RunFigures(store, record)
+    measured = figures.measurement(best.id)
+    unverified = f" ({verification.WORD})" if task.unverified else ""
     console.print(
-        f"best: candidate #{best.id}, score {best.score:.4g}{unverified} (seed: {_score(seed)}), "
-        f"{metrics}\n"
+        f"best: candidate #{best.id}, {figures.headline(best.id)}{unverified}; "
+        f"{figures.terms.ranking()}",
+        highlight=False,
+    )
+    if measured is not None and measured.metrics:
+        console.print(f"its metrics: {figures.terms.metrics(measured.metrics)}", highlight=False)
+    console.print(
         f"written to {folder / 'best'}/\n"
         f"see it with: evolve show {best.id}    the board: evolve leaderboard {run_name}"
     )
@@ -377,7 +391,3 @@ def _seed_failed(
     )
     errors.print(feedback or "(none)", highlight=False, markup=False)
     raise Ended(1, hint=f"Fix the seed, then try it alone with: evolve check {task.path}")
-
-
-def _score(candidate: CandidateRecord | None) -> str:
-    return "-" if candidate is None or candidate.score is None else f"{candidate.score:.4g}"

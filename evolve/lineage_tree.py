@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from evolve.objective_terms import in_unit
 from evolve.store import RunRecord, Store
 from evolve.store.records import CandidateOutline
 from evolve.stored_task import task_info
@@ -141,12 +142,6 @@ def _change(member: Member, family: dict[int, Member], unit: Objective) -> Chang
         return None
     better = None if member.score == parent.score else member.score > parent.score
     return Change(in_unit(parent.score, unit), in_unit(member.score, unit), better)
-
-
-def in_unit(score: float, unit: Objective) -> float:
-    """A stored score as the unit's own value: the inverse of evolve/scoring.py's sum."""
-    value = score / unit.weight
-    return value if unit.direction == "maximize" else -value
 
 
 def _grow(

@@ -21,9 +21,10 @@ class Meaning:
     text: str = ""  # one line: what it measures; "" where the name and unit say it all
     fraction: bool = False  # a share, shown as a percentage too
 
-    def value(self, number: float) -> str:
-        """`number` with its unit: `0.0123 s`, `2.1x`, `0.86 (86%)`, `5120 B`."""
-        shown = _number(number)
+    def value(self, number: float, digits: int = 6) -> str:
+        """`number` with its unit, to `digits` significant digits: `0.0123 s`, `2.1x`,
+        `0.86 (86%)`, `5120 B`."""
+        shown = _number(number, digits)
         if self.fraction:
             return f"{shown} ({number:.0%})"
         if self.unit == "x":
@@ -31,13 +32,13 @@ class Meaning:
         return f"{shown} {self.unit}" if self.unit else shown
 
 
-def _number(value: float) -> str:
-    """Six significant digits (llvm_inline's size ratios move in the fifth); whole numbers,
-    byte counts mostly, in full rather than in exponent form."""
+def _number(value: float, digits: int = 6) -> str:
+    """Six significant digits by default (llvm_inline's size ratios move in the fifth);
+    whole numbers, byte counts mostly, in full rather than in exponent form."""
     value = float(value)  # an evaluator of the task's own may report ints
     if value.is_integer() and abs(value) < 1e15:
         return str(int(value))
-    return f"{value:.6g}"
+    return f"{value:.{digits}g}"
 
 
 def _spread(what: str) -> str:

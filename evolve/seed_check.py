@@ -20,6 +20,7 @@ from rich.table import Table
 
 from evolve.evaluator import Evaluator
 from evolve.missing_tools import advice, missing
+from evolve.objective_terms import Terms
 from evolve.openevolve import EXTENDS, looks_like_openevolve
 from evolve.results import EvalResult
 from evolve.sandbox import Sandbox
@@ -88,9 +89,11 @@ def check_seed(task: LoadedTask, backend: str | None) -> int:
         return BROKEN
     if value == 0:
         _say(task, "the seed scores 0, and its output says", lacking)
-    unverified = f" {WORD}" if task.unverified else ""
+    unverified = f" ({WORD})" if task.unverified else ""
+    terms = Terms(tuple(spec.objectives), spec.evaluator.name)
     console.print(
-        f"[green]ok[/green]: the seed passes; score {value:.4g}{unverified} (in {took:.1f}s)"
+        f"[green]ok[/green]: the seed passes; {escape(terms.figure(value))}{unverified}, "
+        f"{terms.better} (in {took:.1f}s)"
     )
     return OK
 

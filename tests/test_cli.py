@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -34,6 +35,11 @@ def test_run_then_leaderboard_and_show(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "results in results/demo" in done.stdout
     assert "finished: candidate budget reached (25)" in done.stdout
+    said = (
+        r"^best: candidate #\d+, distance [\d.]+(, seed 97: [^;]+| \(the seed\)); distance, lower"
+    )
+    assert re.search(said, done.stdout, re.MULTILINE), done.stdout
+    assert re.search(r"^its metrics: distance [\d.]+, ", done.stdout, re.MULTILINE), done.stdout
     assert "Started a local Ray instance" not in done.stdout + done.stderr
     best_file = tmp_path / "results" / "demo" / "best" / "seed.py"
     assert best_file.exists()

@@ -90,7 +90,7 @@ def test_check_prints_the_seeds_metrics_and_starts_no_run(tmp_path: Path) -> Non
     done = evolve("check", task, cwd=tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "distance (minimize: objective)" in done.stdout and "97" in done.stdout
-    assert "ok: the seed passes; score -97" in done.stdout
+    assert "ok: the seed passes; distance 97, lower is better" in done.stdout
     assert not (tmp_path / "results").exists()
 
 

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -255,6 +256,12 @@ def test_csv_has_a_row_per_candidate_and_a_column_per_metric(
     assert (child["bytes"], child["ns"]) == ("90.0", "5.0")
     assert cross["parent_ids"] == f"{child['id']} {seed['id']}"
     assert cross["status"] == "check_failed" and cross["score"] == cross["ns"] == ""
+    with Store(sqlite_url) as store:
+        made = store.candidate(int(seed["id"]))
+    assert made is not None
+    when = datetime.fromisoformat(seed["created_at"])  # ISO 8601, in UTC
+    assert seed["created_at"].endswith("Z") and when.utcoffset() == timedelta(0)
+    assert abs(when.timestamp() - made.created_at) < 0.001
 
 
 def test_csv_writes_model_text_that_a_spreadsheet_would_run_as_text(tmp_path: Path) -> None:
@@ -482,4 +489,4 @@ def test_a_runs_best_is_its_champion_not_an_unverified_top_score(tmp_path: Path)
     listed = cli(url, "runs")
     assert listed.exit_code == 0, listed.output
     shown = row(listed.output, "r")
-    assert f"#{seed.id} -5" in shown and f"#{lucky.id}" not in shown
+    assert f"#{seed.id} score -5 (the seed)" in shown and f"#{lucky.id}" not in shown

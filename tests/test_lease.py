@@ -61,7 +61,7 @@ def test_a_second_driver_on_a_running_run_is_refused_and_says_who_holds_it(
         cwd=tmp_path, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "started on" in again.stdout and ": shared" in again.stdout
+    assert "your latest run on this machine" in again.stdout and "is shared" in again.stdout
 
 
 def test_more_workers_than_the_cluster_has_cpus_are_lowered_with_a_warning(

@@ -109,7 +109,7 @@ def test_check_warns_when_the_seed_scores_0_for_want_of_a_command(tmp_path: Path
     )
     done = check(folder)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "ok: the seed passes; score 0" in done.stdout
+    assert "ok: the seed passes; combined_score 0 (unverified), higher is better" in done.stdout
     assert (
         f"warning: {folder / 'config.yaml'}: the seed scores 0, and its output says command "
         "`evolve-absent-tool` is not in the sandbox: the process sandbox runs this host's "

@@ -520,6 +520,9 @@ def test_a_re_measurement_can_lower_the_best_and_a_failed_one_takes_it_away() ->
     assert whole.seconds == [1, 2, 4, 5, 5]
     assert replayed.curves[1].best == [-3.0, -3.0]  # island 1 never saw #2
     assert [(r.candidate_id, r.score) for r in replayed.remeasures] == [(2, -2.0), (2, None)]
+    falls = [(f.candidate_id, f.before, f.after, f.failed) for f in whole.falls]
+    assert falls == [(2, -1.0, -2.0, False), (2, -2.0, -3.0, True)], "each fall, and who made it"
+    assert replayed.curves[1].falls == []
 
 
 def test_an_islands_curve_breaks_where_its_only_score_is_taken_away() -> None:
@@ -644,3 +647,34 @@ def test_the_report_names_the_runs_champion_not_an_unverified_top_score(tmp_path
     assert f"best #{seed.id}," in summary and f"best #{lucky.id}," not in summary
     lineage = page[page.index('<section id="lineage">') :]
     assert f"The best, #{seed.id} " in lineage
+
+
+def test_a_minimized_objectives_report_is_in_its_terms_and_marks_each_fall(tmp_path: Path) -> None:
+    one = TASK.replace("  - {name: knob_sum, direction: minimize, weight: 0.01}\n", "")
+    store = Store(default_url(tmp_path))
+    store.create_run(RUN, task_path="task.yaml", task_yaml=one, seed=3, settings={})
+    seed = store.plant_seed(RUN, Program({"seed.py": SYNTHETIC_SEED}))
+
+    def measured(candidate: CandidateRecord, distance: float, kind: str) -> None:
+        stage = StageResult("check", True, 0.01, metrics={"distance": distance})
+        store.record_evaluation(
+            store_record(store, candidate.id), EvalResult.from_stages([stage]), kind=kind,
+            score=-distance, input_seed=1, worker="w1", started_at=1.0, finished_at=2.0,
+        )  # fmt: skip
+
+    for kind in ("evaluate", "remeasure"):
+        measured(seed, 97.0, kind)
+    leader = _tuned(store, seed, 88)
+    measured(leader, 12.0, "evaluate")
+    measured(leader, 30.0, "remeasure")  # the best gets worse: 12, then 30
+    page = write_report(store, RUN, tmp_path / "report.html").read_text()
+
+    progress = page[page.index('<section id="progress">') : page.index('<section id="operators">')]
+    assert progress.count(">best distance, lower is better<") == 2, "each plot's y axis"
+    assert progress.count("first measurement<") == 2, "every candidate's point, on both plots"
+    assert "best re-measured worse<" in progress
+    assert f"#{leader.id} measured worse in a re-measurement, 12 to 30" in progress
+    assert "Ranked by distance, lower is better." in progress
+    summary = page[page.index('class="muted"') :]
+    assert f"best #{leader.id}, distance 30, seed 97: 3.23x lower" in summary
+    assert "higher is better" not in page and "-97" not in page and "-30" not in page

@@ -122,7 +122,10 @@ def test_every_view_of_an_unverified_run_says_so_and_of_a_verified_one_does_not(
         done = evolve(tmp_path, "run", str(path), "--sandbox", "process", "--plain", "--name", name)
         assert done.returncode == 0, done.stdout + done.stderr
         runs[name] = done.stdout + done.stderr
-    assert re.search(r"^best: candidate #\d+, score [\d.]+ unverified ", runs["plain"], re.M)
+    figure = r"combined_score [\d.]+(, seed [\d.]+: [^;]+| \(the seed\))"
+    ranked = "combined_score, higher is better"
+    said_best = rf"^best: candidate #\d+, {figure} \(unverified\); {ranked}$"
+    assert re.search(said_best, runs["plain"], re.M)
     assert "unverified" not in runs["checked"]
 
     for name in ("plain", "checked"):
@@ -136,7 +139,7 @@ def test_every_view_of_an_unverified_run_says_so_and_of_a_verified_one_does_not(
         if name == "plain":
             assert all("unverified" in text for text in texts)
             assert REASON in " ".join(shown.stdout.split())
-            assert "score (unverified)" in board.stdout
+            assert "combined_score (unverified)" in board.stdout
         else:
             assert not any("unverified" in text for text in texts)
 

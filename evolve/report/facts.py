@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 
 from evolve.champion import champion_of
+from evolve.figures import RunFigures
+from evolve.objective_terms import Terms
 from evolve.report.lineage import Tree, trace
 from evolve.store import CandidateRecord, EvaluationRecord, ProposalRecord, RunRecord, Store
 from evolve.store.evaluations import scoring_evaluation
@@ -42,6 +44,8 @@ class RunFacts:
     best: CandidateOutline | None  # the champion; else the top score, not crowned
     crowned: bool
     seed: CandidateOutline | None
+    terms: Terms  # how its figures are told
+    headline: str  # the best's figure beside the seed's (evolve/figures.py); "" without a best
     measured: dict[str, EvaluationRecord]  # "seed", "best": the evaluation to read counters of
     tree: Tree | None
     lineage: dict[int, CandidateRecord]  # the programs of the tree's candidates
@@ -63,6 +67,7 @@ def read_facts(store: Store, run_name: str) -> RunFacts:
     best = candidates.get(crowned.id) if crowned is not None else top
     seed = next(iter(candidates.values()), None)
     tree = trace(candidates, best.id, LINEAGE_NODES) if best is not None else None
+    figures = RunFigures(store, run)
     facts = RunFacts(
         run=run,
         task=task,
@@ -75,6 +80,8 @@ def read_facts(store: Store, run_name: str) -> RunFacts:
         best=best,
         crowned=crowned is not None,
         seed=seed,
+        terms=figures.terms,
+        headline=figures.headline(best.id) if best is not None else "",
         measured=_measured(store, {"seed": seed, "best": best}),
         tree=tree,
         lineage=store.candidates_by_id(tree.ids) if tree is not None else {},

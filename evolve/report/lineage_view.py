@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from evolve.report.facts import RunFacts
 from evolve.report.lineage import DIFF_LINES, PAGE_DIFF_LINES, Edge, Tree, edge_diff
-from evolve.report.markup import Safe, join, note, number, tag
+from evolve.report.markup import Safe, join, note, tag
 
 ROW = 54  # px between generations
 TOP = 34
@@ -100,7 +100,8 @@ def _svg(tree: Tree, facts: RunFacts) -> Safe:
 def _node(facts: RunFacts, candidate: int, x: float, y: float, key: str, role: str) -> Safe:
     outline = facts.candidates.get(candidate)
     score = outline.score if outline is not None else None
-    label = f"#{candidate}  {number(score)}  {_made_by(facts, candidate)}"
+    figure = "-" if score is None else facts.terms.amount(score)
+    label = f"#{candidate}  {figure}  {_made_by(facts, candidate)}"
     if len(label) > LABEL_CHARS:
         label = label[: LABEL_CHARS - 1] + "…"
     classes = " ".join(filter(None, ["node", role, "unscored" if score is None else ""]))
@@ -144,7 +145,7 @@ def _root_panel(tree: Tree, facts: RunFacts) -> Safe:
     what = "the seed, the task's own program" if not outline.parent_ids else "the oldest shown"
     facts_list = _facts_list(
         [
-            ("score", number(outline.score)),
+            (facts.terms.name, facts.terms.score_cell(outline.score)),
             ("status", outline.status),
             ("island", outline.island),
             ("generation", outline.generation),
@@ -159,15 +160,20 @@ def _edge_panel(edge: Edge, facts: RunFacts, diffs: list[list[str]], cut: int | 
     child, parent = facts.candidates[edge.child], facts.candidates.get(edge.parent)
     mutation = child.mutation
     how = "made from" if edge.primary else "crossover partner of"
+    terms = facts.terms
     gain = (
-        f" ({child.score - parent.score:+.4g})"
+        f" ({terms.compare(child.score, parent.score, level='same')})"
         if parent is not None and parent.score is not None and child.score is not None
         else ""
     )
     rows = [
         ("operator", _made_by(facts, edge.child)),
         ("change", mutation.get("summary") or "-"),
-        ("score", f"{number(parent.score if parent else None)} → {number(child.score)}{gain}"),
+        (
+            terms.name,
+            f"{terms.score_cell(parent.score if parent else None)} → "
+            f"{terms.score_cell(child.score)}{gain}",
+        ),
         ("status", child.status),
         ("island, generation", f"{child.island}, {child.generation}"),
     ]

@@ -15,7 +15,7 @@ import hashlib
 import time
 
 from evolve.report.facts import RunFacts
-from evolve.report.markup import Safe, join, number, tag
+from evolve.report.markup import Safe, join, tag
 from evolve.report.sections import Section, sections
 from evolve.run_states import shown_status
 from evolve.verification import WORD, run_reason
@@ -151,12 +151,13 @@ def _summary(facts: RunFacts) -> Safe:
     if best is None:
         leader = "no best yet"
     elif facts.crowned:
-        leader = f"best #{best.id}, score {number(best.score)}"
+        leader = f"best #{best.id}, {facts.headline}"
     else:
         leader = (
-            f"top score #{best.id}, {number(best.score)}, not crowned: measured once, or "
-            "flagged with measurements that disagree"
+            f"top #{best.id}, {facts.headline}, not crowned: measured once, or flagged with "
+            "measurements that disagree"
         )
+    leader += f" ({facts.terms.ranking()})" if best is not None else ""
     if best is not None and (unverified := run_reason(run)):
         leader += f" ({WORD}: {unverified})"
     words = [

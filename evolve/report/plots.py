@@ -11,13 +11,15 @@ SVG: a vector path per point would make the page tens of megabytes.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 from matplotlib import rc_context
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from evolve.objective_terms import Terms, in_unit
 from evolve.report.progress import WHOLE_RUN, Progress
 
 RASTER_ABOVE = 2000  # points in one scatter beyond which it is drawn as an image
@@ -35,7 +37,10 @@ STYLE = {
 }
 # The SVG's RDF block, left out: it says matplotlib made it, and when, in every figure.
 METADATA = ("Creator", "Date", "Format", "Type")
-RUN_COLOR, REMEASURE_COLOR, CLOUD_COLOR, FRONT_COLOR = "#111111", "#d62728", "#9aa7b4", "#1f77b4"
+RUN_COLOR, REMEASURE_COLOR, CLOUD_COLOR, FRONT_COLOR = "#111111", "#d62728", "#5f7387", "#1f77b4"
+FALL_COLOR = "#ff7f0e"
+NAMED_FALLS = 12  # falls of the run's best named on the plot; the caption lists them too
+LOG_ABOVE = 20.0  # a spread of values (largest / smallest) that gets a logarithmic axis
 
 
 def _draw(name: str, height: float, paint: Callable[[Axes], None]) -> str:
@@ -54,23 +59,32 @@ def _rasterize(points: int) -> bool:
     return points > RASTER_ABOVE
 
 
-def progress(replayed: Progress, axis: str) -> str:
-    """The best score against candidates evaluated (`axis` "candidates") or against the
-    seconds since the run was created ("seconds"), per island and for the whole run, with
-    each re-measurement marked."""
+def progress(replayed: Progress, axis: str, terms: Terms) -> str:
+    """The best against candidates evaluated (`axis` "candidates") or against the seconds
+    since the run was created ("seconds"), per island and for the whole run, in the
+    objective's terms (`terms`): every candidate's first measurement as a point, each
+    re-measurement marked, and each fall of a best marked where it happened, with the
+    candidate that caused it on the run's line."""
+
+    def x(candidates: int, seconds: float) -> float:
+        return candidates if axis == "candidates" else seconds
+
+    def y(score: float) -> float:
+        one = terms.single
+        return in_unit(score, one) if one is not None else score
 
     def paint(axes: Axes) -> None:
-        if axis == "candidates" and replayed.scores:
-            xs, ys = zip(*replayed.scores, strict=True)
+        if replayed.scores:
             axes.scatter(
-                xs,
-                ys,
-                s=4,
+                [x(p.candidates, p.seconds) for p in replayed.scores],
+                [y(p.score) for p in replayed.scores],
+                s=12,
                 color=CLOUD_COLOR,
-                alpha=0.5,
+                alpha=0.8,
                 linewidths=0,
-                label="each candidate's first score",
-                rasterized=_rasterize(len(xs)),
+                label="each candidate's first measurement",
+                zorder=2,
+                rasterized=_rasterize(len(replayed.scores)),
             )
         islands = sorted(key for key in replayed.curves if key != WHOLE_RUN)
         for rank, island in enumerate(islands):
@@ -78,16 +92,18 @@ def progress(replayed: Progress, axis: str) -> str:
             named = len(islands) <= NAMED_ISLANDS
             label = f"island {island}" if named else ("islands" if rank == 0 else None)
             xs = curve.candidates if axis == "candidates" else curve.seconds
-            axes.step(xs, curve.best, where="post", linewidth=1, alpha=0.8, label=label)
+            axes.step(xs, [y(b) for b in curve.best], where="post", linewidth=1, alpha=0.8,
+                      label=label, zorder=3)  # fmt: skip
         whole = replayed.curves.get(WHOLE_RUN)
         if whole is not None:
             xs = whole.candidates if axis == "candidates" else whole.seconds
-            axes.step(xs, whole.best, where="post", color=RUN_COLOR, linewidth=2, label="run")
+            axes.step(xs, [y(b) for b in whole.best], where="post", color=RUN_COLOR,
+                      linewidth=2, label="run", zorder=4)  # fmt: skip
         marked = [r for r in replayed.remeasures if r.score is not None]
         if marked:
             axes.scatter(
-                [r.candidates if axis == "candidates" else r.seconds for r in marked],
-                [r.score for r in marked],
+                [x(r.candidates, r.seconds) for r in marked],
+                [y(r.score) for r in marked if r.score is not None],
                 marker="x",
                 s=28,
                 color=REMEASURE_COLOR,
@@ -95,8 +111,36 @@ def progress(replayed: Progress, axis: str) -> str:
                 zorder=5,
                 rasterized=_rasterize(len(marked)),
             )
+        falls = [f for curve in replayed.curves.values() for f in curve.falls]
+        if falls:
+            axes.scatter(
+                [x(f.candidates, f.seconds) for f in falls],
+                [y(f.before) for f in falls],
+                marker="D",
+                s=30,
+                facecolors="none",
+                edgecolors=FALL_COLOR,
+                linewidths=1.5,
+                label="best re-measured worse",
+                zorder=6,
+            )
+        for fall in whole.falls[:NAMED_FALLS] if whole is not None else ():
+            axes.annotate(
+                f"#{fall.candidate_id}",
+                (x(fall.candidates, fall.seconds), y(fall.before)),
+                xytext=(4, 4),
+                textcoords="offset points",
+                fontsize=7,
+                color=FALL_COLOR,
+            )
+        values = [y(p.score) for p in replayed.scores]
+        if values and min(values) > 0 and max(values) / min(values) >= LOG_ABOVE:
+            axes.set_yscale("log")  # a run time from seconds to milliseconds
+            # Plain numbers: the default labels are TeX, which this page does not parse.
+            axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axes.yaxis.set_minor_formatter(FuncFormatter(_minor_label))
         axes.set_xlabel("candidates evaluated" if axis == "candidates" else "seconds since start")
-        axes.set_ylabel("best score (higher is better)")
+        axes.set_ylabel(f"best {terms.name}, {terms.better}")
         _legend(axes)
 
     return _draw(f"progress-{axis}", TALL, paint)
@@ -163,6 +207,14 @@ def front(
         _legend(axes)
 
     return _draw("pareto", TALL, paint)
+
+
+def _minor_label(value: float, _: object) -> str:
+    """On a logarithmic axis, 2 and 5 of each decade are labelled, the rest left bare."""
+    if value <= 0:
+        return ""
+    leading = round(value / 10 ** math.floor(math.log10(value)))
+    return f"{value:g}" if leading in (2, 5) else ""
 
 
 def _legend(axes: Axes) -> None:

@@ -9,16 +9,18 @@ from dataclasses import dataclass
 from math import inf
 from typing import Any
 
+from evolve.objective_terms import Terms
 from evolve.report import failures, operators, plots
 from evolve.report.facts import RunFacts
 from evolve.report.lineage_view import view as lineage_view
 from evolve.report.markup import Safe, duration, join, note, number, percent, table, tag, usd
-from evolve.report.progress import replay
+from evolve.report.progress import WHOLE_RUN, Fall, replay
 from evolve.search.pareto import pareto_front
 from evolve.store import EvaluationRecord
 
 REASONS_PER_STAGE = 8
 FRONT_ROWS = 30
+FALLS_TOLD = 8  # falls of the best a caption names one by one
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class Section:
 
 def sections(facts: RunFacts) -> list[Section]:
     return [
-        Section("progress", "Best score", progress(facts)),
+        Section("progress", "The best so far", progress(facts)),
         Section("operators", "Operators and models", operators_and_models(facts)),
         Section("failures", "Failures and dropped proposals", failures_and_drops(facts)),
         Section("lineage", "Lineage of the best", lineage(facts)),
@@ -49,20 +51,44 @@ def progress(facts: RunFacts) -> Safe:
     replayed = replay(facts.candidates, facts.evaluations, min(facts.run.created_at, first))
     if not replayed.curves:
         return note("No evaluation has passed yet, so there is no score to plot.")
+    terms = facts.terms
     failed = sum(r.score is None for r in replayed.remeasures)
     marks = f"{len(replayed.remeasures)} re-measurements (marked x), {failed} of them failed."
+    whole = replayed.curves.get(WHOLE_RUN)
+    marks += _falls(whole.falls if whole is not None else [], terms)
     sizes = Counter(c.island for c in facts.candidates.values())
     best: dict[int, float] = {}
     for candidate in facts.candidates.values():
         if candidate.score is not None and candidate.score > best.get(candidate.island, -inf):
             best[candidate.island] = candidate.score
-    rows = [(island, sizes[island], number(best.get(island))) for island in sorted(sizes)]
+    rows = [(island, sizes[island], terms.score_cell(best.get(island))) for island in sorted(sizes)]
     return join(
         [
-            _figure(plots.progress(replayed, "candidates"), f"Against candidates. {marks}"),
-            _figure(plots.progress(replayed, "seconds"), "Against wall time since the run began."),
-            table(["island", "candidates", "best score"], rows, numeric={0, 1, 2}),
+            tag("p", f"Ranked by {terms.ranking()}."),
+            _figure(plots.progress(replayed, "candidates", terms), f"Against candidates. {marks}"),
+            _figure(
+                plots.progress(replayed, "seconds", terms), "Against wall time since the run began."
+            ),
+            table(["island", "candidates", f"best {terms.name}"], rows, numeric={0, 1, 2}),
         ]
+    )
+
+
+def _falls(falls: list[Fall], terms: Terms) -> str:
+    """The caption's account of each time the run's best got worse: never silently."""
+    if not falls:
+        return " The run's best never got worse."
+    told = [
+        f"#{f.candidate_id} {'failed its' if f.failed else 'measured worse in a'} "
+        f"re-measurement, {terms.amount(f.before)} to "
+        + ("no score" if f.after is None else terms.amount(f.after))
+        for f in falls[:FALLS_TOLD]
+    ]
+    more = f", and {len(falls) - FALLS_TOLD} more" if len(falls) > FALLS_TOLD else ""
+    return (
+        f" The run's best got worse {len(falls)} time(s), each where its leader was measured "
+        f"again (marked ◇): {'; '.join(told)}{more}. A candidate's score is its worst "
+        "measurement."
     )
 
 
@@ -79,11 +105,12 @@ def operators_and_models(facts: RunFacts) -> Safe:
         tag(
             "p",
             "Accepted: the proposal became a candidate that passed its evaluation. "
-            "Improved: that candidate scores above its parent. Gain: the score it gained.",
+            f"Improved: that candidate beats its parent ({facts.terms.better}). "
+            f"{facts.terms.improvement.capitalize()}: by how much, summed over the improved.",
             class_="note",
         ),
         _figure(plots.bars("operators", names, rates, "share of proposals"), "Per operator."),
-        _tally_table("operator", tallies),
+        _tally_table("operator", tallies, facts.terms),
     ]
     models = operators.by_model(facts.candidates, facts.proposals, facts.spend)
     if not models:
@@ -98,7 +125,7 @@ def operators_and_models(facts: RunFacts) -> Safe:
     )
     parts += [
         _figure(spend_plot, "Spend per model, from the ledger of model calls."),
-        _tally_table("model", models),
+        _tally_table("model", models, facts.terms),
         table(
             ["model", "calls", "failed calls", "input tokens", "output tokens", "USD"],
             [
@@ -129,11 +156,12 @@ def _tally_costs(tally: operators.Tally) -> tuple[str, int, str]:
     return spent, tally.tokens, each
 
 
-def _tally_table(what: str, tallies: list[operators.Tally]) -> Safe:
+def _tally_table(what: str, tallies: list[operators.Tally], terms: Terms) -> Safe:
     return table(
         [
             what,
-            *("proposals", "candidates", "accepted", "rate", "improved", "gain", "best gain"),
+            *("proposals", "candidates", "accepted", "rate", "improved"),
+            *(terms.improvement, f"most {terms.improvement} at once"),
             *("USD", "tokens", "USD per improvement"),
         ],
         [
@@ -144,8 +172,8 @@ def _tally_table(what: str, tallies: list[operators.Tally]) -> Safe:
                 t.accepted,
                 percent(t.accepted, t.proposals),
                 t.improved,
-                number(t.gain),
-                number(t.best_gain),
+                terms.gained(t.gain),
+                terms.gained(t.best_gain),
                 *_tally_costs(t),
             )
             for t in tallies
@@ -211,7 +239,7 @@ def lineage(facts: RunFacts) -> Safe:
     shown = len(tree.chain) + tree.hidden - 1
     partners = sum(not edge.primary for edge in tree.edges)
     summary = (
-        f"The best, #{facts.best.id} (score {number(facts.best.score)}), is {shown} "
+        f"The best, #{facts.best.id} ({facts.headline}), is {shown} "
         "generations from the seed"
         + (f"; crossover partners joining its chain (dashed): {partners}." if partners else ".")
     )

@@ -7,11 +7,13 @@ from collections import deque
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from evolve.events import Event, Snapshot
+from evolve.figures import RunFigures
+from evolve.objective_terms import Terms
 from evolve.store import Store
+from evolve.ui.budget_lines import BudgetLines, Gauge
 from evolve.ui.tables import leaderboard
 from evolve.verification import WORD
 
@@ -32,20 +34,13 @@ class Dashboard:
         self.store, self.run_name = store, run_name
         self.unverified = unverified
         self.events: deque[Text] = deque(maxlen=8)
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.fields[shown]}"),
-            TimeElapsedColumn(),
-            console=console,
-        )
-        self.candidates = self.progress.add_task("candidates", total=None, shown="")
-        self.wall = self.progress.add_task("wall time ", total=None, shown="")
         self.live = Live(console=console, auto_refresh=False, transient=False)
         self.drawn = 0.0
         self.snapshot: Snapshot | None = None
         self.table: RenderableType = Text("")
         self.table_read: tuple[int, float] | None = None  # (leaders' version, when)
+        self.figures: RunFigures | None = None  # read with the run, the first time it is
+        self.best: tuple[tuple[int | None, float | None], Text | None] = ((None, None), None)
 
     def __enter__(self) -> Dashboard:
         self.live.__enter__()
@@ -68,38 +63,48 @@ class Dashboard:
 
     def _draw(self) -> None:
         self.drawn = time.monotonic()
-        s = self.snapshot
-        if s is not None:
-            self.progress.update(
-                self.candidates,
-                completed=s.candidates,
-                total=s.budget_candidates,
-                shown=f"{s.candidates}/{s.budget_candidates or 'no limit'}  "
-                f"{s.evaluated} evaluated, {s.failed} failed, {s.in_flight} running"
-                + (f"; {s.search}" if s.search else "")
-                + (f"; {s.spend}" if s.spend else "")
-                + (f"; [bold red]{s.outage}[/bold red]" if s.outage else "")
-                + (f"; [bold yellow]{s.workers}[/bold yellow]" if s.workers else ""),
-            )
-            self.progress.update(
-                self.wall,
-                completed=s.elapsed_s,
-                total=s.budget_wall_s,
-                shown=f"{s.elapsed_s:.0f}s of {s.budget_wall_s:.0f}s"
-                if s.budget_wall_s
-                else f"{s.elapsed_s:.0f}s (no limit)",
-            )
-        self.live.update(
-            Group(self.progress, self._table(), Text("recent events", style="bold"), *self.events)
-        )
+        table = self._table()  # first: it reads the run, which the best's line needs
+        top = self._top(self.snapshot) if self.snapshot is not None else Text("")
+        self.live.update(Group(top, table, Text("recent events", style="bold"), *self.events))
         self.live.refresh()
+
+    def _top(self, s: Snapshot) -> BudgetLines:
+        """The budgets' bars, the run's state and its best."""
+        wall = (
+            f"{s.elapsed_s:.0f}s of {s.budget_wall_s:.0f}s"
+            if s.budget_wall_s
+            else f"{s.elapsed_s:.0f}s (no limit)"
+        )
+        gauges = [
+            Gauge("candidates", s.candidates, s.budget_candidates,
+                  f"{s.candidates}/{s.budget_candidates or 'no limit'}"),
+            Gauge("wall time", s.elapsed_s, s.budget_wall_s, wall),
+        ]  # fmt: skip
+        state = [Text(f"{s.evaluated} evaluated, {s.failed} failed, {s.in_flight} running")]
+        state += [Text(part) for part in (s.search, s.spend) if part]
+        state += [Text(s.outage, style="bold red")] * bool(s.outage)
+        state += [Text(s.workers, style="bold yellow")] * bool(s.workers)
+        return BudgetLines(gauges, state, self._best(s))
+
+    def _best(self, s: Snapshot) -> Text | None:
+        """The champion beside the seed, read again only when the champion changed."""
+        key, line = self.best
+        if key != (s.best_id, s.best_score):
+            line = None
+            if s.best_id is not None and self.figures is not None:
+                told = f"best #{s.best_id}: {self.figures.headline(s.best_id)}"
+                line = Text(told + (f" ({WORD})" if self.unverified else ""), style="bold green")
+            self.best = ((s.best_id, s.best_score), line)
+        return line
 
     def _table(self) -> RenderableType:
         version = self.snapshot.leaders if self.snapshot else -1
         read = self.table_read
         if read is None or read[0] != version or time.monotonic() - read[1] >= TABLE_REFRESH_S:
             run = self.store.get_run(self.run_name)
-            self.table = leaderboard(self.store, run) if run is not None else Text("")
+            if run is not None and self.figures is None:
+                self.figures = RunFigures(self.store, run)
+            self.table = Text("") if run is None else leaderboard(self.store, run, self.figures)
             self.table_read = (version, time.monotonic())
         return self.table
 
@@ -107,10 +112,13 @@ class Dashboard:
 class PlainLog:
     """For pipes and CI logs: noteworthy events as lines, and progress every 10 seconds."""
 
-    def __init__(self, console: Console, *, unverified: bool = False) -> None:
+    def __init__(
+        self, console: Console, *, unverified: bool = False, terms: Terms | None = None
+    ) -> None:
         self.console = console
         self.last = 0.0
         self.unverified = unverified
+        self.terms = terms or Terms()  # how the best is named
 
     def __enter__(self) -> PlainLog:
         return self
@@ -126,7 +134,8 @@ class PlainLog:
     def tick(self, snapshot: Snapshot) -> None:
         if time.monotonic() - self.last >= 10:
             self.last = time.monotonic()
-            line = snapshot.progress_line() + (f" ({WORD} scores)" if self.unverified else "")
+            line = snapshot.progress_line(self.terms)
+            line += f" ({WORD} scores)" if self.unverified else ""
             self.console.print(f"[progress] {line}", markup=False, highlight=False)
 
 

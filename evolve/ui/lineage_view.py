@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from evolve.lineage_tree import SCORE, Branch, Change, LineageTree, Member, in_unit
+from evolve.lineage_tree import SCORE, Branch, Change, LineageTree, Member
+from evolve.objective_terms import in_unit
 from evolve.task import Objective
 
 FORK, LAST_FORK, PAST_FORK, PAST_LAST = "├── ", "└── ", "│   ", "    "

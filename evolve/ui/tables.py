@@ -8,11 +8,14 @@ from rich.table import Table
 from rich.text import Text
 
 from evolve.champion import flagged, is_flagged
+from evolve.figures import RunFigures
 from evolve.llm.prices import shown_cost
+from evolve.objective_terms import Terms
 from evolve.plausibility import flag_reasons
 from evolve.search.pareto import pareto_front
-from evolve.store import CandidateRecord, EvaluationRecord, RunRecord, Store
+from evolve.store import CandidateRecord, RunRecord, Store
 from evolve.store.evaluations import scoring_evaluation
+from evolve.ui.fitted import Column, FittedTable
 from evolve.verification import WORD, run_reason
 
 KEY_METRICS = 4
@@ -25,11 +28,6 @@ FRONT_NOTE = "* on the Pareto front: no other program is as good on every object
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
-
-
-def scored_by(store: Store, candidate_id: int) -> EvaluationRecord | None:
-    """The evaluation that gave the candidate its score, whose metrics are shown beside it."""
-    return scoring_evaluation(store.evaluations(candidate_id))
 
 
 def front(store: Store, run: RunRecord) -> set[int]:
@@ -47,43 +45,78 @@ def front(store: Store, run: RunRecord) -> set[int]:
     return pareto_front(points, [direction for _, direction in objectives])
 
 
-def leaderboard(store: Store, run: RunRecord, limit: int = 10) -> Table:
-    run_name = run.name
-    top = store.top(run_name, limit)
+def leaderboard(
+    store: Store, run: RunRecord, figures: RunFigures | None = None, limit: int = 10
+) -> FittedTable:
+    """The run's top `limit` by stored score, each told in the objective's terms and
+    against the seed; at a narrow width the least useful columns go first
+    (evolve/ui/fitted.py), never the id or the figures that rank. `figures`: the run's,
+    where the caller keeps them."""
+    figures = figures or RunFigures(store, run)
+    terms = figures.terms
+    top = store.top(run.name, limit)
     evaluations = {c.id: store.evaluations(c.id) for c in top}
     metrics = {c.id: scoring_evaluation(evaluations[c.id]) for c in top}
     suspects = {c.id for c in top if is_flagged(evaluations[c.id])}
     on_front = front(store, run)
+    ranked = [o.name for o in terms.objectives]
     names: list[str] = []
     for evaluation in metrics.values():
         for name in evaluation.metrics if evaluation else ():
-            if name not in names and len(names) < KEY_METRICS:
+            if name not in names and name not in ranked and len(names) < KEY_METRICS:
                 names.append(name)
     notes = [FLAGGED_NOTE] * bool(suspects) + [FRONT_NOTE] * bool(on_front)
     unverified = run_reason(run)
     if unverified:
         notes.append(f"{WORD}: {unverified}")
-    caption = "\n".join(notes) or None
-    table = Table(title=Text(f"top {limit} of {run_name}"), caption=caption, expand=False)
-    score = f"score ({WORD})" if unverified else "score"
-    for column in ["rank", "id", score, *names, "island", "gen", "parent", "measured"]:
-        table.add_column(column, justify="right")
-    for rank, candidate in enumerate(top, start=1):
+
+    def metric(candidate: CandidateRecord, name: str) -> float | None:
         evaluation = metrics[candidate.id]
-        values = [_fmt(evaluation.metrics.get(n)) if evaluation else "-" for n in names]
-        table.add_row(
-            str(rank),
-            f"#{candidate.id}"
-            + "!" * (candidate.id in suspects)
-            + "*" * (candidate.id in on_front),
-            _fmt(candidate.score),
-            *values,
-            str(candidate.island),
-            str(candidate.generation),
-            f"#{candidate.parent_ids[0]}" if candidate.parent_ids else "seed",
-            f"{candidate.measurements}x" + (" flagged" if candidate.id in suspects else ""),
+        return evaluation.metrics.get(name) if evaluation else None
+
+    marked = f" ({WORD})" if unverified else ""
+    columns = [
+        Column("rank", [str(rank) for rank in range(1, len(top) + 1)], keep=10),
+        Column(
+            "id",
+            [f"#{c.id}" + "!" * (c.id in suspects) + "*" * (c.id in on_front) for c in top],
+        ),
+    ]
+    if terms.single is None:  # several objectives: each, then the sum that ranks
+        columns += [
+            Column(terms.column(name), [terms.cell(name, metric(c, name)) for c in top])
+            for name in ranked
+        ]
+    columns.append(Column(terms.name + marked, [terms.score_cell(c.score) for c in top]))
+    seed = figures.seed_score()
+    if seed is not None:
+        columns.append(
+            Column(
+                "vs seed",
+                [terms.against_seed(c.score, seed) if c.score is not None else "-" for c in top],
+                keep=11,
+            )
         )
-    return table
+    columns += [
+        Column(terms.column(name), [terms.cell(name, metric(c, name)) for c in top], keep=7 - i)
+        for i, name in enumerate(names)
+    ]
+    columns += [
+        Column("island", [str(c.island) for c in top], keep=1),
+        Column("gen", [str(c.generation) for c in top], keep=2),
+        Column(
+            "parent",
+            [f"#{c.parent_ids[0]}" if c.parent_ids else "seed" for c in top],
+            keep=8,
+        ),
+        Column(
+            "measured",
+            [f"{c.measurements}x" + (" flagged" if c.id in suspects else "") for c in top],
+            keep=9,
+        ),
+    ]
+    title = f"top {limit} of {run.name}, by {terms.ranking()}"
+    return FittedTable(columns, title=title, notes=notes)
 
 
 def run_summary(store: Store, run: RunRecord) -> Text:
@@ -155,15 +188,18 @@ def candidate_view(store: Store, candidate: CandidateRecord) -> RenderableType:
     run = store.get_run(candidate.run_name)
     on_front = run is not None and candidate.id in front(store, run)
     unverified = run_reason(run) if run is not None else None
+    figures = RunFigures(store, run) if run is not None else None
+    terms = figures.terms if figures is not None else Terms()
+    figure = figures.headline(candidate.id) if figures is not None else "no score"
     parts: list[RenderableType] = [
         Text(
             f"candidate #{candidate.id}  run {candidate.run_name}  status {candidate.status}  "
-            f"score {_fmt(candidate.score)}{f' {WORD}' if unverified else ''}  "
             f"measurements {candidate.measurements}  "
             f"island {candidate.island}  generation {candidate.generation}"
             + ("  on the Pareto front" if on_front else ""),
             style="bold",
         ),
+        Text(f"{figure}{f' ({WORD})' if unverified else ''}; {terms.ranking()}", style="bold"),
         Text(f"made by: {made_by(candidate)}"),
     ]
     if unverified:
@@ -183,18 +219,22 @@ def candidate_view(store: Store, candidate: CandidateRecord) -> RenderableType:
             Text(f"\n{path}", style="bold cyan"),
             Syntax(text, _language(path), line_numbers=True),
         ]
+    crowned = figures.measurement(candidate.id) if figures is not None else None
     for evaluation in evaluations:
         gives = ", gives the score" if scoring is not None and evaluation.id == scoring.id else ""
-        title = f"evaluation {evaluation.id} ({evaluation.kind}): {evaluation.status}{gives}"
+        if crowned is not None and scoring is not None and crowned.id != scoring.id:
+            gives += ", the figure above (its latest two agree)" * (evaluation.id == crowned.id)
+        title = f"\nevaluation {evaluation.id} ({evaluation.kind}): {evaluation.status}{gives}"
         node = evaluation.sandbox.get("node") if evaluation.sandbox else None
         if node:
             title += f"\non {node['host']} ({node['cpu']}), Ray node {node['node_id'][:12]}"
-        table = Table(title=title)
+        parts.append(Text(title, style="bold"))  # above the table: never wrapped to its width
+        table = Table()
         table.add_column("metric")
         table.add_column("value", justify="right")
         table.add_column("source")
         for name, value in evaluation.metrics.items():
-            table.add_row(name, _fmt(value), "evaluator")
+            table.add_row(name, terms.value(name, value), "evaluator")
         for name, counter in evaluation.counters.items():
             table.add_row(name, _fmt(counter.value), counter.source)
         parts.append(table)
@@ -213,6 +253,9 @@ def candidate_view(store: Store, candidate: CandidateRecord) -> RenderableType:
         parts += [Text("prompt:", style="bold"), Text(call.prompt)]
         parts += [Text("response:", style="bold"), Text(call.response or call.error or "")]
     lineage = store.lineage(candidate.id)
-    path = "  <-  ".join(f"#{c.id} ({_fmt(c.score)}, {_operator(c)})" for c in lineage)
+    path = "  <-  ".join(
+        f"#{c.id} ({'-' if c.score is None else terms.amount(c.score)}, {_operator(c)})"
+        for c in lineage
+    )
     parts.append(Text("\nlineage to the seed: " + path))
     return Group(*parts)

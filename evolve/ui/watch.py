@@ -29,7 +29,7 @@ def watch(store: Store, run_name: str, limit: int, interval: float) -> None:
                 if record is None:
                     return
                 shown = replace(record, status=shown_status(record, time.time()))
-                view = Group(board(store, shown, limit), run_summary(store, shown))
+                view = Group(board(store, shown, limit=limit), run_summary(store, shown))
                 if live is None:
                     console.print(view)
                 else:
