@@ -40,6 +40,12 @@ class SyntheticParams(BaseModel):
     flaky_first: int = Field(
         0, ge=0, description="the first N evaluations on each worker time out, as on a loaded node"
     )
+    flaky_again: int = Field(
+        0,
+        ge=0,
+        description="a program measured before on a worker times out its next N measurements "
+        "there, as a re-measurement on a loaded node",
+    )
 
 
 SUSPECT_DISTANCE = 1e-6
@@ -56,6 +62,7 @@ class SyntheticEvaluator:
         # Measurements so far by code hash; each worker counts on its own copy, so a test
         # of the drift runs one worker.
         self.measured: Counter[str] = Counter()
+        self.seen: Counter[str] = Counter()  # evaluations of each program on this worker
         self.evaluations = 0  # on this worker
 
     def prepare(self, seed: Program, sandbox: Sandbox, workdir: Path) -> None:
@@ -64,8 +71,13 @@ class SyntheticEvaluator:
     def evaluate(self, program: Program, sandbox: Sandbox, *, seed: int) -> EvalResult:
         started = time.perf_counter()
         self.evaluations += 1
+        before = self.seen[program.code_hash]
+        self.seen[program.code_hash] += 1
         if self.evaluations <= self.params.flaky_first:
             stage = StageResult("check", False, 0.0, "timed out (flaky_first)", timed_out=True)
+            return EvalResult.from_stages([stage])
+        if 0 < before <= self.params.flaky_again:
+            stage = StageResult("check", False, 0.0, "timed out (flaky_again)", timed_out=True)
             return EvalResult.from_stages([stage])
         if self.params.delay_s:
             time.sleep(self.params.delay_s)

@@ -21,6 +21,7 @@ import gc
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,7 @@ from evolve.workers import Finished
 log = logging.getLogger("evolve.engine")
 
 SEED_TRIES = 3  # evaluations of the seed that may time out or crash before the run gives up
+REMEASURE_TRIES = 3  # re-measurements of a candidate that may time out before it is left be
 IDLE_WAIT_S = 0.25  # the longest the loop sleeps before it looks at its workers again
 
 
@@ -122,6 +124,7 @@ class Engine:
             slots=self.slots,
         )
         self.recorded = self.failed = self.seed_tries = 0
+        self.remeasure_timeouts: Counter[int] = Counter()  # by candidate id
 
     # -- set-up -----------------------------------------------------------------------
 
@@ -306,9 +309,35 @@ class Engine:
         self.dispatch.add(Job(job.candidate, "evaluate", avoid=finished.worker), first=True)
         return True
 
+    def _remeasure_timed_out(self, job: Job, finished: Finished) -> bool:
+        """Whether a re-measurement that timed out is passed over rather than recorded. It
+        measured nothing (the machine was too busy, or the candidate's run too slow this
+        time), and recorded it would fail a candidate whose evaluation passed: it is tried
+        again, up to REMEASURE_TRIES times, and after that the candidate keeps what it was
+        measured at and is not crowned on that measurement alone."""
+        if job.kind != "remeasure" or finished.result.status != TIMEOUT:
+            return False
+        candidate = job.candidate.id
+        self.remeasure_timeouts[candidate] += 1
+        tries = self.remeasure_timeouts[candidate]
+        if tries < REMEASURE_TRIES:
+            text = (
+                f"#{candidate}'s re-measurement timed out on {finished.worker} (try {tries} of "
+                f"{REMEASURE_TRIES}); trying again"
+            )
+            self.dispatch.add(self._remeasure(self.candidates.get(candidate)), first=True)
+        else:
+            text = (
+                f"#{candidate}'s re-measurement timed out {tries} times: it keeps its first "
+                "measurement, and is not crowned on it alone"
+            )
+        log.warning("%s", text)
+        self.events.emit(Event("warning", text, candidate))
+        return True
+
     def _record_result(self, job: Job, finished: Finished) -> None:
         result = finished.result
-        if self._retry_seed(job, finished):
+        if self._retry_seed(job, finished) or self._remeasure_timed_out(job, finished):
             return
         if result.status == ERROR:  # the evaluator's fault, or the worker's: its traceback
             log.error("#%d on %s: %s", job.candidate.id, finished.worker, result.feedback)

@@ -273,6 +273,37 @@ def test_a_flagged_candidate_whose_measurements_agree_is_crowned_and_shown_flagg
 
 
 @pytest.mark.usefixtures("ray_session")
+@pytest.mark.parametrize("timeouts", [1, 5])
+def test_a_re_measurement_that_times_out_is_tried_again_never_failing_the_candidate(
+    tmp_path: Path, timeouts: int
+) -> None:
+    """Each re-measurement of a program times out the first `timeouts` times, as on a
+    loaded node. A timed-out re-measurement is tried again, up to three times, and never
+    recorded: no candidate fails for it. Within three, flagged suspects whose measurements
+    agree are crowned as usual; past three, a candidate keeps its first measurement and is
+    not crowned on it alone."""
+    _, store, recorder, best = run_with_suspects(
+        tmp_path, f"suspect_flagged: true, flaky_again: {timeouts}"
+    )
+    assert store.status_counts(RUN) == {"ok": 30}
+    said = [e.text for e in recorder.events if e.kind == "warning"]
+    assert any("'s re-measurement timed out on worker-0@" in text for text in said)
+    crowned_ids = {i for i in crowned(recorder) if i is not None}
+    if timeouts == 1:
+        assert not any("timed out 3 times" in text for text in said)
+        assert best is not None and best.score == -SUSPECT_DISTANCE
+        kinds = [e.kind for e in store.evaluations(best.id)]
+        assert kinds == ["evaluate", "remeasure"]
+    else:
+        given_up = {e.candidate_id for e in recorder.events if "timed out 3 times" in e.text}
+        assert given_up and not given_up & crowned_ids
+        assert all(
+            [e.kind for e in store.evaluations(i)] == ["evaluate"]  # type: ignore[arg-type]
+            for i in given_up
+        )
+
+
+@pytest.mark.usefixtures("ray_session")
 def test_resume_keeps_a_flagged_candidate_that_disagrees_uncrowned(tmp_path: Path) -> None:
     task_file, store, _, best = run_with_suspects(
         tmp_path, "suspect_flagged: true, suspect_drift: 2"
