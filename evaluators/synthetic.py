@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evolve.evaluator import Evaluator
 from evolve.knobs import find_knobs
 from evolve.plausibility import FLAG_PREFIX, FLAGGED_METRIC
 from evolve.program import Program
@@ -52,7 +53,7 @@ SUSPECT_DISTANCE = 1e-6
 SUSPECT_SPEEDUP = 100.0
 
 
-class SyntheticEvaluator:
+class SyntheticEvaluator(Evaluator):
     name = "synthetic"
     Params = SyntheticParams  # what the task loader checks a typo against
 

@@ -74,6 +74,9 @@ class TaskChecks:
         except (ImportError, AttributeError) as exc:
             self.fail(("evaluator", "name"), f"plugin {spec.name!r} is installed but broken: {exc}")
             return
+        except TypeError as exc:
+            self.fail(("evaluator", "name"), str(exc))
+            return
         try:
             self.made = cls(spec.params, self.root)
         except ValidationError as exc:
@@ -162,8 +165,7 @@ class TaskChecks:
                 self.fail(("search", "features", i, "name"), problem)
 
     def _metric_problem(self, name: str) -> str | None:
-        vet = getattr(self.made, "metric_problem", None)
-        return vet(name) if callable(vet) else None
+        return None if self.made is None else self.made.metric_problem(name)
 
     def _templates(self, folder: str) -> None:
         """The prompt templates the task overrides: each one read now, so that one leading

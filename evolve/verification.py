@@ -12,19 +12,19 @@ scores says "unverified" beside them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the task loader uses this module too, and needs no store
+    from evolve.evaluator import Evaluator
     from evolve.store import RunRecord
 
 SETTING = "unverified"  # the run's settings key: the reason, or None
 WORD = "unverified"  # what the views print beside a score
 
 
-def evaluator_reason(evaluator: Any) -> str | None:
+def evaluator_reason(evaluator: Evaluator) -> str | None:
     """Why the evaluator's scores cannot be trusted, or None where they can."""
-    said = getattr(evaluator, "unverified", None)
-    return said() if callable(said) else None
+    return evaluator.unverified()
 
 
 def run_reason(run: RunRecord) -> str | None:

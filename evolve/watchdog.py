@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from evolve.sandbox import Limits
+
+if TYPE_CHECKING:  # the evaluator's base uses this module's bounds
+    from evolve.evaluator import Evaluator
 
 T = TypeVar("T", bound=Hashable)
 
@@ -41,13 +44,9 @@ def sandbox_time(runs: int, limits: Limits) -> float:
     return runs * (limits.timeout_s + SANDBOX_GRACE_S)
 
 
-def evaluation_deadline(evaluator: object, limits: Limits) -> float:
+def evaluation_deadline(evaluator: Evaluator, limits: Limits) -> float:
     """Seconds after which an evaluation under `limits` is given up, worker and all."""
-    stated = getattr(evaluator, "worst_case_s", None)
-    if callable(stated):
-        worst = float(stated(limits))
-    else:
-        worst = sandbox_time(DEFAULT_SANDBOX_RUNS, limits)
+    worst = float(evaluator.worst_case_s(limits))
     return worst + max(MIN_MARGIN_S, MARGIN * worst)
 
 

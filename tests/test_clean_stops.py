@@ -30,17 +30,14 @@ EVOLVE = [sys.executable, "-m", "evolve"]
 MARKER = f"7{os.getpid() % 1000:03d}.25"  # how long a candidate sleeps: unique to this test run
 PLUGIN = f'''"""Candidates that sleep in the sandbox, two processes deep, until they are killed."""
 
+from evolve.evaluator import Evaluator
 from evolve.results import EvalResult
-from evolve.sandbox import Limits
 
 
-class Sleeper:
+class Sleeper(Evaluator):
     name = "sleeper"
 
     def __init__(self, params, task_dir):
-        self.limits = Limits()
-
-    def prepare(self, seed, sandbox, workdir):
         pass
 
     def evaluate(self, program, sandbox, *, seed):

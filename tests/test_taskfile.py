@@ -11,6 +11,7 @@ import pytest
 from evolve.knobs import find_knobs
 from evolve.task import ChampionSpec
 from evolve.taskfile import Problem, TaskFileError, load_task, make_evaluator, parse_task
+from tests.conftest import SYNTHETIC_SEED
 
 GOOD = """\
 name: demo
@@ -273,3 +274,29 @@ def test_error_survives_pickling() -> None:
     error = TaskFileError(Path("t.yaml"), [Problem(3, "budget", "required but missing")])
     copy = pickle.loads(pickle.dumps(error))
     assert str(copy) == str(error) == "t.yaml:3: budget: required but missing"
+
+
+def test_a_plugin_that_is_no_evaluator_fails_the_task_on_its_name_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registered class must derive from evolve.evaluator.Evaluator, whose hooks the core
+    calls on every evaluator; one that does not is refused at load, on evaluator.name."""
+    site = tmp_path / "site"
+    info = site / "evolve_loose-0.1.dist-info"
+    info.mkdir(parents=True)
+    (site / "evolve_loose.py").write_text(
+        "class Loose:\n    name = 'loose'\n    def __init__(self, params, task_dir): pass\n"
+    )
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: evolve-loose\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[evolve.evaluators]\nloose = evolve_loose:Loose\n")
+    monkeypatch.syspath_prepend(str(site))
+    (tmp_path / "seed.py").write_text(SYNTHETIC_SEED)
+    task = tmp_path / "task.yaml"
+    task.write_text(
+        "name: loose\nseed: seed.py\nevaluator: {name: loose}\n"
+        "objectives: [{name: x, direction: maximize}]\nbudget: {candidates: 3}\n"
+    )
+    with pytest.raises(TaskFileError) as caught:
+        load_task(task)
+    assert "task.yaml:3" in str(caught.value)
+    assert "is not a subclass of evolve.evaluator.Evaluator" in str(caught.value)

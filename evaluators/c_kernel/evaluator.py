@@ -27,6 +27,7 @@ from evaluators.c_kernel.oracle import CHECK, COUNTED, SANITIZED, Oracle, Trial
 from evaluators.c_kernel.params import CKernelParams
 from evaluators.c_kernel.sanitize import sanitize
 from evaluators.task_files import finishes_in_time
+from evolve.evaluator import Evaluator
 from evolve.peaks import CpuPeak, cpu_peak
 from evolve.program import Program
 from evolve.results import Counter, EvalResult, StageResult
@@ -38,7 +39,7 @@ from sandboxes.counters import CACHEGRIND, PERF, detect_source
 PREPARE_SEED = 0
 
 
-class CKernelEvaluator:
+class CKernelEvaluator(Evaluator):
     """Cascade build -> check -> sanitize (if on) -> measure -> counters; metrics code_bytes
     (the object's machine code), speedup (over the seed, timed beside it), time_s,
     throughputs and spreads, a roofline flag, and hardware counters (perf or cachegrind)

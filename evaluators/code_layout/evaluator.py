@@ -32,6 +32,7 @@ from evaluators.code_layout.scoring import (
     describe,
     split_metrics,
 )
+from evolve.evaluator import Evaluator
 from evolve.program import Program
 from evolve.results import Counter, EvalResult, StageResult
 from evolve.sandbox import Limits, Sandbox
@@ -47,7 +48,7 @@ METRICS = frozenset(
 )
 
 
-class CodeLayoutEvaluator:
+class CodeLayoutEvaluator(Evaluator):
     """Metrics: i1_ratio (the objective: training I1 misses / the default order's, geomean
     over workloads), ll_ratio, lines_ratio, pages_ratio, their heldout_ twins (reported,
     never optimised), totals (train_i1, heldout_pages, ...) and wall seconds."""

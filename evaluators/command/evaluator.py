@@ -26,6 +26,7 @@ from evaluators.command.files import gather
 from evaluators.command.params import BUILD_TAR, METRICS_FILE, RESERVED, CommandParams
 from evaluators.command.report import reported
 from evaluators.python.outcome import Shown, describe, stored
+from evolve.evaluator import Evaluator
 from evolve.program import Program
 from evolve.results import EvalResult, StageResult
 from evolve.sandbox import Limits, RunResult, Sandbox
@@ -42,7 +43,7 @@ PACK = f'sh -c "$1" build && exec tar -cf {BUILD_TAR} --exclude=./{BUILD_TAR} .'
 UNPACK = f'tar -xf {BUILD_TAR} && rm -f {BUILD_TAR} {METRICS_FILE} && exec sh -c "$1" run "$2"'
 
 
-class CommandEvaluator:
+class CommandEvaluator(Evaluator):
     """Stages `build` (when the task has one), `run`, then `check` (when it has one).
     Metrics are what the run reports plus `run_wall_s`, or what check.py returns instead;
     non-numeric values and the jobs' stderr become artifacts."""

@@ -25,6 +25,7 @@ from evaluators.cuda_kernel.tensors import encode, outputs
 from evaluators.cuda_kernel.toolchain import Toolchain, find_toolchain
 from evaluators.cuda_kernel.verify import Tolerance, judge
 from evaluators.task_files import finishes_in_time
+from evolve.evaluator import Evaluator
 from evolve.plausibility import flag_lines
 from evolve.program import Program
 from evolve.results import ERROR, Counter, EvalResult, StageResult
@@ -37,7 +38,7 @@ TIMING_ROUND_BASE = 1000  # timing sets draw from rounds past every correctness 
 GPU_STAGES = "the correctness rounds, timing and counters"
 
 
-class CudaKernelEvaluator:
+class CudaKernelEvaluator(Evaluator):
     """Metrics: correct, speedup (over the task's reference kernel, same session), time_ms
     with p10/p90, fast_1/fast_1.5/fast_2, registers and spills, clocks, flags; ncu counters.
 

@@ -26,6 +26,7 @@ from evaluators.llvm_inline.params import LLVMInlineParams
 from evaluators.llvm_inline.plugin import PLUGIN, build_advisor, build_plugin
 from evaluators.llvm_inline.scoring import compare_guards, describe, geomean_ratio
 from evaluators.llvm_inline.units import Unit, gather, units_in
+from evolve.evaluator import Evaluator
 from evolve.program import Program
 from evolve.results import EvalResult, StageResult
 from evolve.sandbox import Limits, Sandbox
@@ -37,7 +38,7 @@ REPLAY_CACHE = 512  # replayed tiers kept per worker, keyed by their decisions
 HEADLINE = ("size_ratio", "heldout_ratio", "fast_ratio", "train_text_bytes", "compile_s")
 
 
-class LLVMInlineEvaluator:
+class LLVMInlineEvaluator(Evaluator):
     """Metrics: size_ratio (training geomean of size / -Oz size, the objective), heldout_ratio,
     fast_ratio, byte totals, compile_s (clang's CPU seconds on the training files under the
     candidate's decisions), and `text.<unit>` per file. `limits` bounds each sandbox run,

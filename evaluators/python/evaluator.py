@@ -33,6 +33,7 @@ from evaluators.python.outcome import (
 from evaluators.python.params import PythonParams
 from evaluators.python.shipping import RESERVED, RUNNER, gather
 from evaluators.python.verifier import Verifier
+from evolve.evaluator import Evaluator
 from evolve.program import Program
 from evolve.results import EvalResult, StageResult
 from evolve.sandbox import Limits, Sandbox, WarmPython
@@ -43,7 +44,7 @@ RUNNER_SOURCE = Path(__file__).with_name("runner.py").read_bytes()
 VERIFY_S = 10.0  # allowed for verify.py and this process's own work, beyond the sandbox runs
 
 
-class PythonEvaluator:
+class PythonEvaluator(Evaluator):
     """Stages `stage1`..`stage3` (or `evaluate`), then `verify` when the task has one.
     Metrics are whatever the task's evaluator returns (verify's, with verify.py);
     non-numeric values and the jobs' stderr become artifacts."""

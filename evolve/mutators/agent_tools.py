@@ -141,16 +141,13 @@ class Toolbox:
         return "\n".join(lines)
 
     def _evaluate(self, program: Program) -> EvalResult:
-        """Build and check only, where the evaluator offers `draft`; else its whole cascade."""
+        """What the evaluator's `draft` runs: build and check only, where it can stop there."""
         evaluator = self.services.evaluator
         if self._sandbox is None:
             evaluator.limits = self.services.sandbox.limits()
             self._sandbox = self.services.sandbox.open()
         seed = self.seed + len(self.drafts)
-        draft = getattr(evaluator, "draft", None)
-        if draft is not None:
-            return draft(program, self._sandbox, seed=seed)
-        return evaluator.evaluate(program, self._sandbox, seed=seed)
+        return evaluator.draft(program, self._sandbox, seed=seed)
 
     def show_candidate(self, candidate_id: int) -> str:
         import ray

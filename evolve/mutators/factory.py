@@ -50,17 +50,18 @@ def make_mutator(
 
 
 def prompt_context(task: LoadedTask, evaluator: Evaluator | None = None) -> PromptContext:
-    """What every prompt of the run shares. The rules come from the evaluator's optional
+    """What every prompt of the run shares. The rules come from the evaluator's
     `prompt_rules()`, plus the sandbox's limits, which bound every evaluator's runs."""
     main_file = task.seed.main_file
-    rules = getattr(evaluator, "prompt_rules", None)
     return PromptContext(
         description=task.spec.description or task.spec.name,
         objectives=tuple((o.name, o.direction) for o in task.spec.objectives),
         notes=task.notes,
         hardware=describe_hardware(),
         language=main_file.rsplit(".", 1)[-1] if "." in main_file else "",
-        rules="\n".join(filter(None, [rules() if rules else "", _limits(task)])),
+        rules="\n".join(
+            filter(None, [evaluator.prompt_rules() if evaluator else "", _limits(task)])
+        ),
         evaluator=task.spec.evaluator.name,
     )
 
