@@ -10,6 +10,7 @@ that only a limit sends, a kill the memory cgroup counted); others a job's outpu
 from __future__ import annotations
 
 import re
+import signal
 from dataclasses import dataclass
 
 # The limits a stop can be put down to, by their field in Limits ("cpu_s": the CPU time).
@@ -97,7 +98,10 @@ def stopped(limits: Limits, which: str, wall_s: float, cpu_s: float) -> str:
     if which == CPU:
         return f"used up {limit_said(limits, CPU)} and was killed after {cpu_s:.1f} s of CPU"
     if which == FILE_SIZE:
-        return f"was killed (SIGXFSZ) for writing a file past {limit_said(limits, FILE_SIZE)}"
+        return (
+            f"was killed by signal {signal.SIGXFSZ.value} (SIGXFSZ) for writing a file past "
+            f"{limit_said(limits, FILE_SIZE)}"
+        )
     if which == MEMORY:
         return f"was killed by the out-of-memory killer at {limit_said(limits, MEMORY)}"
     raise ValueError(f"no stop at {which!r}")

@@ -203,8 +203,8 @@ def test_a_write_past_the_file_size_limit_names_the_limit(sandbox: ProcessSandbo
     )
     assert killed.signal == signal.SIGXFSZ and killed.limit == "max_file_bytes"
     assert killed.describe() == (
-        "was killed (SIGXFSZ) for writing a file past its file size limit of 1 MB per file "
-        "(sandbox.max_file_mb)"
+        "was killed by signal 25 (SIGXFSZ) for writing a file past its file size limit of 1 MB "
+        "per file (sandbox.max_file_mb)"
     )
     writer = "open('big', 'wb').write(bytes(2000000))"
     refused = sandbox.run([sandbox.python, "-c", writer], files={}, limits=limits)
