@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from evolve.failure_line import headline, what_failed
 from evolve.results import OK
 from evolve.store import CandidateRecord, Store
 from evolve.store.records import CandidateOutline
@@ -138,9 +139,7 @@ def _example(store: Store, candidate_id: int) -> str:
     if not latest:
         return "(no feedback)"
     evaluation = latest[0]
-    stage = next((s for s in evaluation.stages if not s.ok), None)
-    text = (stage.feedback if stage is not None else "") or evaluation.feedback
-    line = next((line.strip() for line in text.splitlines() if line.strip()), "(no feedback)")
+    line = headline(what_failed(evaluation.stages, evaluation.feedback)[1]) or "(no feedback)"
     return line if len(line) <= EXAMPLE_CLIP else line[: EXAMPLE_CLIP - 3] + "..."
 
 

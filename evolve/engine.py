@@ -34,6 +34,7 @@ from evolve.champion import Champion, Decision, Referee, machine_kind
 from evolve.dispatch import Dispatcher, Job
 from evolve.evaluator import Evaluator
 from evolve.events import Event, EventLog, Observer, Snapshot
+from evolve.failure_line import event_line
 from evolve.leaders import Leaders
 from evolve.lease import RunTakenOver
 from evolve.mutators.factory import make_mutators
@@ -55,6 +56,7 @@ log = logging.getLogger("evolve.engine")
 
 SEED_TRIES = 3  # evaluations of the seed that may time out or crash before the run gives up
 REMEASURE_TRIES = 3  # re-measurements of a candidate that may time out before it is left be
+EVENT_CHARS = 200  # of the failing stage's line in a failure event
 IDLE_WAIT_S = 0.25  # the longest the loop sleeps before it looks at its workers again
 
 
@@ -388,8 +390,8 @@ class Engine:
             if job.kind == "evaluate":
                 self.failed += 1
                 self.proposer.failed(candidate)
-            first_line = (result.feedback.strip().splitlines() or [""])[0][:120]
-            text = f"#{candidate.id} {candidate.status}: {first_line}"
+            said = event_line(result.stages, result.feedback, EVENT_CHARS)
+            text = f"#{candidate.id} {candidate.status}: {said}"
             self.events.emit(Event("failure", text, candidate.id))
             return
         self.budgets.fruitless = 0

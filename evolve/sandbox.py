@@ -11,9 +11,12 @@ import functools
 import hashlib
 import importlib
 import json
+import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, cast
+
+from evolve.limits import Limits, limit_said, oom_said, sign_in, stopped
 
 # The backends, by the name a task gives them. The core reaches a backend only through this
 # table, so that importing `evolve` loads neither Docker's SDK nor bubblewrap's probes.
@@ -23,21 +26,6 @@ BACKENDS = {"docker": "sandboxes.docker", "process": "sandboxes.process"}
 class SandboxUnavailable(RuntimeError):
     """What a backend needs (the Docker engine, an image) is missing or down: a failure of
     the machine, never the candidate's, so its job waits rather than fails."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    timeout_s: float = 30.0
-    cpu_s: float | None = None  # defaults to timeout_s: a busy loop dies even if the timer is lost
-    memory_bytes: int = 2 * 1024**3
-    # RLIMIT_AS: None means memory_bytes; 0 (or less) means none, for sanitized binaries, which
-    # reserve terabytes of address space that they never touch. Memory then stays capped by
-    # the container's cgroup under Docker, but the process backend relies on the sanitizer's
-    # own RSS cap (hard_rss_limit_mb), which the c_kernel sanitize stage compiles in.
-    address_space_bytes: int | None = None
-    max_processes: int = 64
-    max_output_bytes: int = 1024**2  # per stream; the rest is drained and dropped
-    max_file_bytes: int = 256 * 1024**2
 
 
 @dataclass
@@ -55,22 +43,48 @@ class RunResult:
     # A job must wait for what it starts; one that does not fails, whatever its exit code,
     # because what it left could have gone on writing its outputs or loading the machine.
     left_behind: list[str] = field(default_factory=list)
+    cpu_s: float = 0.0  # CPU time of the job's process and of the processes it waited for
+    # The limit that stopped the job, where the sandbox knows it did (evolve/limits.py),
+    # and the limits it ran under, which the sandbox records so that the job's end can be
+    # said in their terms.
+    limit: str | None = None
+    limits: Limits | None = None
+    oom_kills: int = 0  # processes of the job killed for memory, where the sandbox counts them
 
     @property
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out and not self.left_behind
 
     def describe(self) -> str:
-        """One line for feedback text: how the process ended."""
-        if self.timed_out:
-            return f"timed out after {self.wall_s:.1f}s and was killed"
-        if self.signal is not None:
-            how = f"killed by signal {self.signal}"
+        """One line for feedback text: how the process ended, and the limit that ended it
+        (its value, and the task key that sets it) where the sandbox or the job's output
+        shows one did."""
+        limits = self.limits
+        if self.limit is not None and limits is not None:
+            how = stopped(limits, self.limit, self.wall_s, self.cpu_s)
+        elif self.timed_out:
+            how = f"timed out after {self.wall_s:.1f} s and was killed"
+        elif self.signal is not None:
+            how = f"killed by signal {self.signal} ({_signal_name(self.signal)})"
+            if self.signal == signal.SIGKILL and limits is not None:
+                how += (
+                    " from outside the sandbox's limits: by a process of the job, or by "
+                    "the system running out of memory"
+                )
         else:
             how = f"exited with code {self.exit_code}"
+        failed = self.exit_code != 0 and self.limit is None
+        if failed and limits is not None and self.oom_kills:
+            how += f"; {oom_said(limits, self.oom_kills)}"
+        elif failed and limits is not None and (met := sign_in(self.stderr)):
+            how += f"; its output shows it ran into {limit_said(limits, met)}"
         if self.left_behind:
-            how += f" and left processes behind, since killed: {', '.join(self.left_behind)}"
+            how += f"; it left processes behind, since killed: {', '.join(self.left_behind)}"
         return how
+
+
+def _signal_name(number: int) -> str:
+    return signal.strsignal(number) or "unknown signal"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from evolve.evaluator import Evaluator
+from evolve.failure_line import failed_stage, headline
 from evolve.missing_tools import advice, missing
 from evolve.objective_terms import Terms
 from evolve.openevolve import EXTENDS, looks_like_openevolve
@@ -158,12 +159,11 @@ def _says_what(line: str) -> bool:
 
 
 def _first_failure(result: EvalResult) -> str:
-    """The failed stage and the first line of what it said."""
-    for stage in result.stages:
-        if not stage.ok:
-            said = (stage.feedback.strip().splitlines() or ["no feedback"])[0]
-            return f"{stage.name}: {said}"
-    return result.status
+    """The failed stage and the line of what it said that names the fault."""
+    stage = failed_stage(result.stages)
+    if stage is None:
+        return result.status
+    return f"{stage.name}: {headline(stage.feedback) or 'no feedback'}"
 
 
 def _show(result: EvalResult, task: LoadedTask) -> None:

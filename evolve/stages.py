@@ -7,7 +7,6 @@ in the evaluator and propagates. `stage` turns either outcome into a timed Stage
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -94,8 +93,6 @@ def require_ok(result: RunResult, what: str, *, tail: bool = True) -> None:
     if result.ok:
         return
     how = result.describe()
-    if result.signal is not None and not result.timed_out:
-        how += f" ({signal.strsignal(result.signal) or 'unknown signal'})"
     stderr = excerpt(result.stderr, tail=tail)
     feedback = f"{what}: {how}" + (f"\nstderr:\n{stderr}" if stderr else "")
     raise StageFailed(feedback, timed_out=result.timed_out)

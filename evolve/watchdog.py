@@ -69,6 +69,7 @@ class Watchdog(Generic[T]):
 
     def feedback(self) -> str:
         return (
-            f"the evaluation exceeded its deadline of {self.deadline_s:.0f} s (the sandbox's "
-            "limits over the whole cascade, and a margin), so its worker was killed and replaced"
+            f"the evaluation exceeded its deadline of {self.deadline_s:.0f} s (the time limit "
+            "of each sandbox run of its cascade, sandbox.timeout_s, summed, and a margin), so "
+            "its worker was killed and replaced"
         )

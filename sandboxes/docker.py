@@ -38,6 +38,7 @@ import requests.exceptions
 from docker.models.containers import Container
 from docker.types import DeviceRequest
 
+from evolve.limits import MEMORY, TIME
 from evolve.sandbox import Limits, RunResult, SandboxUnavailable, WarmPython
 from sandboxes import supervise
 from sandboxes.images.build import JOB_USER, KEEPER_USER, image_status, image_tag
@@ -219,21 +220,22 @@ class DockerSandbox:
             server.send(payload, deadline)
             server.take(len(ACCEPTED), deadline)
             accepted = True
-            result = receive(server.take, deadline)
+            result = receive(server.take, deadline, limits)
             server.warmed = warm_key or server.warmed
             return result
         except TimeoutError:
             self._warm.discard()
             why = f"the job outlived its timeout by {self.grace_s:g}s, so its container was killed"
-            return failure(time.monotonic() - started, why, timed_out=True)
+            return failure(time.monotonic() - started, why, limits, limit=TIME)
         except EOFError:
-            why = self._lost(server)
+            why, limit = self._lost(server)
         if accepted:
-            return failure(time.monotonic() - started, why)
+            return failure(time.monotonic() - started, why, limits, limit=limit)
         if retry:  # it died before the job (its container killed, say): a successor takes it
             return self._run(payload, limits, warm_key, retry=False)
         self._warm.discard()
-        return failure(time.monotonic() - started, f"no sandbox server would take the job: {why}")
+        why = f"no sandbox server would take the job: {why}"
+        return failure(time.monotonic() - started, why, limits)
 
     def _server(self, limits: Limits) -> _Server:
         """The warm container's server, first starting it (and the container) if need be."""
@@ -253,9 +255,10 @@ class DockerSandbox:
         exec_id = api.exec_create(container.id, SERVER, stdin=True, user=JOB_UID)["Id"]
         return _Server(exec_id, api.exec_start(exec_id, socket=True))
 
-    def _lost(self, server: _Server) -> str:
-        """Why the server's stream ended. The server goes; its container goes too if it died,
-        or if a process of the job outlived the server and could tamper with its successor."""
+    def _lost(self, server: _Server) -> tuple[str, str | None]:
+        """Why the server's stream ended, and the limit that ended it where one did (the
+        container's memory). The server goes; its container goes too if it died, or if a
+        process of the job outlived the server and could tamper with its successor."""
         self._warm.drop_server()
         container = self._warm.container
         if container is None:
@@ -264,8 +267,8 @@ class DockerSandbox:
         state = container.attrs["State"]
         if not state["Running"]:
             self._warm.discard()
-            oom = " (out of memory)" if state.get("OOMKilled") else ""
-            return f"the sandbox container died during the job{oom}; it will be replaced"
+            limit = MEMORY if state.get("OOMKilled") else None
+            return "the sandbox container died during the job; it will be replaced", limit
         code = self._docker().api.exec_inspect(server.exec_id)["ExitCode"]
         said = server.stderr.decode(errors="replace")[-2000:].strip()
         why = (
@@ -277,7 +280,7 @@ class DockerSandbox:
         if _job_processes(container):
             self._warm.discard()
             why += "; a process of the job outlived it, so its container will be replaced"
-        return why
+        return why, None
 
     def _docker(self) -> docker.DockerClient:
         if self._client is None:

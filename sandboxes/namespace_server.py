@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from evolve.limits import TIME
 from evolve.sandbox import Limits, RunResult
 from sandboxes import namespace_init, supervise
 from sandboxes.isolation import Isolation
@@ -94,11 +95,11 @@ class NamespaceServer:
             self._send(payload, deadline)
             self._take(len(ACCEPTED), deadline)
             accepted = True
-            result = receive(self._take, deadline)
+            result = receive(self._take, deadline, limits)
         except TimeoutError:
             self.stop()
             why = f"the job outlived its timeout by {GRACE_S:g}s, so its sandbox was killed"
-            return failure(time.monotonic() - started, why, timed_out=True)
+            return failure(time.monotonic() - started, why, limits, limit=TIME)
         except EOFError:
             self.stop()
             said = self._said.decode(errors="replace").strip()
@@ -107,7 +108,7 @@ class NamespaceServer:
             )
             if not accepted:
                 raise ServerLost(why) from None
-            return failure(time.monotonic() - started, why)
+            return failure(time.monotonic() - started, why, limits)
         self.warmed = warm_key or self.warmed
         return result
 

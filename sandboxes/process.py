@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -28,7 +27,14 @@ from sandboxes import namespace_init, python_env
 from sandboxes.isolation import Isolation, detect, with_environment
 from sandboxes.namespace_server import NamespaceServer, ServerLost
 from sandboxes.server_client import frame_warm_job
-from sandboxes.supervise import Outcome, checked_path, read_back, supervise, write_files
+from sandboxes.supervise import (
+    Outcome,
+    checked_path,
+    limit_met,
+    read_back,
+    supervise,
+    write_files,
+)
 
 log = logging.getLogger("evolve.sandbox")
 
@@ -109,7 +115,7 @@ class ProcessSandbox:
             collected = read_back(workdir, collect, limits.max_file_bytes)
         finally:
             remove_tree(workdir)
-        return RunResult(**outcome._asdict(), files=collected)
+        return RunResult(**outcome._asdict(), files=collected, limits=limits)
 
     def _contained(self, argv: Sequence[str], workdir: Path, limits: Limits) -> Outcome:
         """argv under bwrap, with sandboxes/namespace_init.py as the init of its PID namespace;
@@ -142,11 +148,14 @@ class ProcessSandbox:
             return outcome
         if "errno" in report:  # argv could not start, as a plain exec would raise it
             raise OSError(report["errno"], report["error"])
+        timer_fired = outcome.limit == "timeout_s"
+        limit = limit_met(limits, report["signal"], timer_fired, outcome.cpu_s)
         return outcome._replace(
             exit_code=report["exit_code"],
             signal=report["signal"],
-            timed_out=outcome.timed_out or report["signal"] == signal.SIGXCPU,
+            timed_out=limit in ("timeout_s", "cpu_s"),
             left_behind=[*outcome.left_behind, *report["left_behind"]],
+            limit=limit,
         )
 
     def run_python(
@@ -187,8 +196,7 @@ class ProcessSandbox:
         it keeps another module imported."""
         held = self._held
         if held.server is not None and (
-            held.server.shape != limits.max_file_bytes
-            or held.server.warmed not in (None, warm_key)
+            held.server.shape != limits.max_file_bytes or held.server.warmed not in (None, warm_key)
         ):
             held.drop()
         if held.server is None:

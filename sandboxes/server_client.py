@@ -10,6 +10,7 @@ import signal
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from evolve.limits import TIME
 from evolve.sandbox import Limits, RunResult, WarmPython
 from sandboxes.supervise import FRAME
 
@@ -58,9 +59,9 @@ def frame_warm_job(
     return frame_job(warm.argv(python, args), every, limits, collect, spec)
 
 
-def receive(take: Take, deadline: float) -> RunResult:
-    """The reply that `supervise.serve` frames after ACCEPTED. OSError where argv could not
-    start, as ProcessSandbox raises it."""
+def receive(take: Take, deadline: float, limits: Limits) -> RunResult:
+    """The reply that `supervise.serve` frames after ACCEPTED, for a job run under `limits`.
+    OSError where argv could not start, as ProcessSandbox raises it."""
     (size,) = FRAME.unpack(take(FRAME.size, deadline))
     report = json.loads(take(size, deadline))
     if "errno" in report:
@@ -68,12 +69,12 @@ def receive(take: Take, deadline: float) -> RunResult:
     stdout = take(report.pop("stdout"), deadline)
     stderr = take(report.pop("stderr"), deadline)
     files = {name: take(length, deadline) for name, length in report.pop("files")}
-    return RunResult(**report, stdout=stdout, stderr=stderr, files=files)
+    return RunResult(**report, stdout=stdout, stderr=stderr, files=files, limits=limits)
 
 
-def failure(wall_s: float, why: str, *, timed_out: bool = False) -> RunResult:
+def failure(wall_s: float, why: str, limits: Limits, *, limit: str | None = None) -> RunResult:
     """A job the sandbox lost (its server or container died, or it ran past the host's
-    deadline), said in its stderr."""
+    deadline), said in its stderr; `limit` is the limit that stopped it, where one did."""
     return RunResult(
         exit_code=None,
         signal=signal.SIGKILL,
@@ -81,5 +82,7 @@ def failure(wall_s: float, why: str, *, timed_out: bool = False) -> RunResult:
         stderr=why.encode(),
         wall_s=wall_s,
         peak_memory_bytes=0,
-        timed_out=timed_out,
+        timed_out=limit == TIME,
+        limit=limit,
+        limits=limits,
     )

@@ -39,6 +39,8 @@ EXECUTABLE_MAGIC = (b"\x7fELF", b"#!")
 CHUNK = 64 * 1024
 FRAME = struct.Struct(">Q")  # the length before each JSON frame of the container protocol
 ACCEPTED = b"\x06"  # the server has read the whole job: a death after it is the job's doing
+# Where a container reads its memory cgroup's count of out-of-memory kills: v2, then v1.
+OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
 _libc = ctypes.CDLL(None, use_errno=True)  # loaded here: the forked child must not load libraries
 
@@ -77,9 +79,7 @@ NATIVE_ABI = {
     "x86_64": _Abi(
         0xC000003E, 0x40000000, (248, 249, 250, 424), (62, 200, 234, 129, 297, 434), 72, 16
     ),
-    "aarch64": _Abi(
-        0xC00000B7, None, (217, 218, 219, 424), (129, 130, 131, 138, 240, 434), 25, 29
-    ),
+    "aarch64": _Abi(0xC00000B7, None, (217, 218, 219, 424), (129, 130, 131, 138, 240, 434), 25, 29),
 }.get(os.uname().machine)
 
 
@@ -167,6 +167,11 @@ class Outcome(NamedTuple):  # not a dataclass: importing it costs 15 ms per cont
     timed_out: bool
     output_truncated: bool
     left_behind: list[str]  # processes of the job still alive when it exited, since killed
+    cpu_s: float  # CPU time of the job's process and of the processes it waited for
+    # The limit that stopped the job where this supervisor knows it did, by its field in
+    # evolve.limits.Limits (see `limit_met`); None otherwise.
+    limit: str | None
+    oom_kills: int  # processes of the job that the cgroup's out-of-memory killer killed
 
 
 class Sweep(NamedTuple):
@@ -245,6 +250,7 @@ def supervise(
     as_user: int | None = None,
     call: Callable[[], int] | None = None,
     filter_job: bool = True,
+    oom_kills: Callable[[], int | None] | None = None,
 ) -> Outcome:
     """Run argv in workdir under `limits`, timed from out here; the whole group dies after it.
 
@@ -259,12 +265,15 @@ def supervise(
     `as_user` and `pass_fds` are not for it). `filter_job=False` leaves out the job's seccomp
     filter (see `_job_filter`), for an argv that is bubblewrap: the filter's
     no-new-privileges would stop a setuid bwrap, and bwrap's namespaces give the job
-    keyrings of its own and no sight of this process.
+    keyrings of its own and no sight of this process. `oom_kills`, where given, counts the
+    out-of-memory kills of the cgroup the job runs in (`cgroup_oom_kills`): one more after
+    the job than before is what ended it.
     """
     if call is not None and (as_user is not None or pass_fds):
         raise ValueError("a forked call runs as this process's user, with no passed fds")
     parent = os.getpid()
     seccomp = _job_filter() if filter_job else None
+    oom_before = oom_kills() if oom_kills is not None else None
     started = time.monotonic()
     proc: subprocess.Popen[bytes] | _Forked
     if call is not None:
@@ -301,17 +310,69 @@ def supervise(
         proc.returncode = code = os.waitstatus_to_exitcode(status)
         proc.stdout.close()  # type: ignore[union-attr]
         proc.stderr.close()  # type: ignore[union-attr]
+    oom_after = oom_kills() if oom_kills is not None else None
+    killed = oom_after - oom_before if oom_after is not None and oom_before is not None else 0
+    cpu_s = usage.ru_utime + usage.ru_stime
+    killed_by = -code if code < 0 else None
+    limit = limit_met(limits, killed_by, timed_out, cpu_s, killed > 0)
     return Outcome(
         exit_code=code if code >= 0 else None,
-        signal=-code if code < 0 else None,
+        signal=killed_by,
         stdout=stdout,
         stderr=stderr,
         wall_s=wall_s,
         peak_memory_bytes=usage.ru_maxrss * 1024,
-        timed_out=timed_out or code == -signal.SIGXCPU,
+        timed_out=limit in ("timeout_s", "cpu_s"),
         output_truncated=truncated,
         left_behind=left,
+        cpu_s=cpu_s,
+        limit=limit,
+        oom_kills=killed,
     )
+
+
+def cpu_limit_s(limits: JobLimits) -> int:
+    """RLIMIT_CPU's soft limit for a job: SIGXCPU there, SIGKILL a second later."""
+    return math.ceil(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s) + 1
+
+
+def limit_met(
+    limits: JobLimits,
+    killed_by: int | None,
+    timer_fired: bool,
+    cpu_s: float,
+    out_of_memory: bool = False,
+) -> str | None:
+    """The limit that stopped a job, by its field in Limits, where how it ended shows it for
+    certain: the timer's kill; SIGXCPU, or SIGKILL once its CPU time passed the soft limit
+    (a job that ignores SIGXCPU meets the hard one); SIGXFSZ, which only RLIMIT_FSIZE
+    sends; a SIGKILL that the cgroup counted as an out-of-memory kill. None otherwise."""
+    if timer_fired:
+        return "timeout_s"
+    if killed_by == signal.SIGXCPU or (
+        killed_by == signal.SIGKILL and cpu_s >= cpu_limit_s(limits)
+    ):
+        return "cpu_s"
+    if killed_by == signal.SIGXFSZ:
+        return "max_file_bytes"
+    if killed_by == signal.SIGKILL and out_of_memory:
+        return "memory_bytes"
+    return None
+
+
+def cgroup_oom_kills() -> int | None:
+    """How many processes the out-of-memory killer has killed in this process's memory
+    cgroup, as a container sees its own (cgroup v2, then v1); None where it cannot be read."""
+    for path in OOM_COUNTERS:
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            name, _, value = line.partition(" ")
+            if name == "oom_kill":
+                return int(value)
+    return None
 
 
 class _Forked:
@@ -434,7 +495,7 @@ def _limit_child(
     limits: JobLimits, parent: int, limit_processes: bool, seccomp: _SockFprog | None
 ) -> None:
     """Runs in the forked child before exec: keep only async-signal-safe-ish work here."""
-    cpu = math.ceil(limits.cpu_s if limits.cpu_s is not None else limits.timeout_s) + 1
+    cpu = cpu_limit_s(limits)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU first, SIGKILL a second later
     space = (
         limits.memory_bytes if limits.address_space_bytes is None else limits.address_space_bytes
@@ -446,6 +507,10 @@ def _limit_child(
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.max_file_bytes, limits.max_file_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # The job first, should its machine or cgroup run out of memory: never its supervisor,
+    # which then could not say how the job ended, nor another process of the host.
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as score:
+        score.write("1000")
     if KEYCTL is not None:  # a fresh session keyring: the caller's may hold its user's keys
         _libc.syscall(KEYCTL, KEYCTL_JOIN_SESSION_KEYRING, None)
     if seccomp is not None:  # a kernel without seccomp: as is
@@ -585,6 +650,7 @@ def _serve_one(
             limit_processes=limit_processes,
             sweep=UID_SWEEP,
             call=call,
+            oom_kills=cgroup_oom_kills,
         )
     except OSError as exc:  # reported as ProcessSandbox raises it; the job may have run, though
         outcome = exc

@@ -253,6 +253,7 @@ def test_every_attack_is_contained_and_the_run_goes_on(
         assert status[name] == "ok", f"{name}: {feedback[name]}"
     for name in ("tcp", "dns", "host_file", "shadow", "env_secret", "memory_bomb", "disk_flood"):
         assert "blocked" in feedback[name] or "signal" in feedback[name], (name, feedback[name])
+    assert "its file size limit of 256 MB per file (sandbox.max_file_mb)" in feedback["disk_flood"]
     assert (
         status["timer_override"] == "build_failed" and "clock_gettime" in feedback["timer_override"]
     )
@@ -430,7 +431,7 @@ __attribute__((constructor)) static void made(void) { mkdir("made-at-start", 070
     if (f) {{ fputs("# appended\\n", f); fclose(f); }} }}""",
             "",
         ),
-        "removed_seed": (f"if ({TIMED}) unlink(\"reference\");", ""),
+        "removed_seed": (f'if ({TIMED}) unlink("reference");', ""),
         "tmp_cache": (
             f"""if ({TIMED}) {{ mkdir("/tmp/evolve-cache", 0700);
     FILE *f = fopen("/tmp/evolve-cache/C", "w"); if (f) fclose(f); }}""",

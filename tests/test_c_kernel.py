@@ -6,6 +6,7 @@ Most candidates run at n=64 to keep the suite fast; only the seed test uses the 
 from __future__ import annotations
 
 import pickle
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -177,7 +178,26 @@ def test_a_hang_is_a_timeout(small: CKernelEvaluator, sandbox: ProcessSandbox) -
     spin = "volatile int spin = 1; while (spin) {}"
     result = impatient.evaluate(candidate(kernel(before=spin)), sandbox, seed=1)
     assert result.status == "timeout"
-    assert "timed out" in result.feedback
+    (stopped,) = [stage for stage in result.stages if not stage.ok]
+    assert re.search(r"its (CPU )?time limit.* 2 s.*\(sandbox\.timeout_s", stopped.feedback)
+
+
+def test_outputs_past_the_file_size_limit_name_the_limit_and_the_timers_job(
+    spec: TaskSpec, sandbox: ProcessSandbox
+) -> None:
+    """The timer keeps every call's output in one file: 16 calls of 16 KiB at n=64, past a
+    200 KiB limit. The trusted timer fails, not the kernel, and the line says which limit
+    stopped it, its value, its task key, and what the timer was holding."""
+    evaluator = make_evaluator(spec, sizes={"n": 64}, counters="never", sanitize=False)
+    evaluator.limits = replace(evaluator.limits, max_file_bytes=200 * 1024)
+    evaluator.prepare(seed_program(spec), sandbox, TASK_DIR)
+    result = evaluator.evaluate(seed_program(spec), sandbox, seed=1)
+    assert result.status == "measure_failed"
+    assert result.stages[-1].feedback.splitlines()[0] == (
+        "the trusted timer, timing 16 calls (0.5 MB of inputs in, 0.25 MB out): exited with "
+        "code 1; its output shows it ran into its file size limit of 204800 bytes per file "
+        "(sandbox.max_file_mb)"
+    )
 
 
 def test_a_crash_is_check_failed_with_its_signal(

@@ -208,7 +208,7 @@ def test_a_hanging_run_times_out(tmp_path: Path, sandbox: Sandbox) -> None:
     result = evaluate(evaluator, sandbox, script("sleep 600"), limits=Limits(timeout_s=1.5))
     assert result.status == "timeout"
     assert result.stages[-1].name == "run" and result.stages[-1].timed_out
-    assert "timed out" in result.feedback
+    assert "the run: ran past its time limit of 1.5 s (sandbox.timeout_s)" in result.feedback
 
 
 def test_check_rejects_a_wrong_output_and_replaces_the_claimed_metrics(

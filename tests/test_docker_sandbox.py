@@ -156,6 +156,28 @@ def test_processes_that_share_a_memory_bomb_meet_the_cgroup(sandbox: DockerSandb
     result = sandbox.run(["sh", "-c", one * 3 + "wait"], files={}, limits=limits)
     assert b"137" in result.stdout.split()  # SIGKILL from the OOM killer
     assert sandbox.run(["true"], files={}, limits=limits).ok  # the container survived
+    assert result.oom_kills >= 1  # the cgroup counted them; the job itself exited 0
+    assert result.ok and result.limit is None
+
+
+def test_an_out_of_memory_kill_names_the_memory_limit(sandbox: DockerSandbox) -> None:
+    """Past the container's memory (the address space left unlimited, as for a sanitized
+    binary), the out-of-memory killer ends the job: the supervisor sees the cgroup count the
+    kill, and the job's end names the limit and its key, not a bare signal 9. A job whose
+    child was killed so, and that fails for it, says so too."""
+    hog = "x = bytearray(400 << 20); x[::4096] = bytes(len(x) >> 12)"
+    limits = Limits(memory_bytes=64 * 1024**2, address_space_bytes=0)
+    killed = sandbox.run(["python3", "-c", hog], files={}, limits=limits)
+    assert killed.signal == signal.SIGKILL and killed.limit == "memory_bytes"
+    assert killed.describe() == (
+        "was killed by the out-of-memory killer at its memory limit of 64 MB (sandbox.memory_mb)"
+    )
+    parent = sandbox.run(["sh", "-c", f"python3 -c '{hog}'; exit 3"], files={}, limits=limits)
+    assert parent.exit_code == 3 and parent.oom_kills == 1
+    assert parent.describe() == (
+        "exited with code 3; the out-of-memory killer killed 1 of its processes at its memory "
+        "limit of 64 MB (sandbox.memory_mb)"
+    )
 
 
 def test_filling_the_work_dir_ends_in_enospc_not_a_full_host_disk() -> None:

@@ -3,6 +3,7 @@ evaluator so that the engine's own behaviour is what is tested."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -98,6 +99,10 @@ def test_failing_candidates_are_recorded_and_the_run_goes_on(tmp_path: Path) -> 
     failed = store.candidate(failures[0].candidate_id)
     assert failed is not None and failed.status == "check_failed" and failed.score is None
     assert "exceeds 3.5" in store.evaluations(failed.id)[0].feedback
+    # The event quotes the failing stage's own line, numbers and all.
+    assert re.fullmatch(
+        rf"#{failed.id} check_failed: \[check\] knob sum [\d.]+ exceeds 3\.5", failures[0].text
+    )
     assert outcome.best is not None and outcome.best.score is not None
 
 

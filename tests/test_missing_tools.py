@@ -125,7 +125,12 @@ def test_check_says_which_module_a_failing_seed_lacks(tmp_path: Path) -> None:
     done = check(folder)
     assert done.returncode == 2
     said = " ".join(done.stderr.split())
-    assert "the seed fails: evaluate:" in said
+    # The exception is on the error line itself, not only in the traceback above it.
+    error = (
+        f"error: {folder / 'config.yaml'}: the seed fails: evaluate: evaluate(program_path) "
+        "raised ModuleNotFoundError: No module named 'evolve_absent_module'"
+    )
+    assert error in said
     assert (
         "the seed's output says Python module `evolve_absent_module` is not installed in the "
         "sandbox: add evolve_absent_module to requirements.txt beside config.yaml"

@@ -112,6 +112,10 @@ def test_a_hang_is_killed_at_the_timeout(sandbox: ProcessSandbox) -> None:
     assert result.timed_out and not result.ok
     assert result.signal == signal.SIGKILL
     assert time.monotonic() - started < GENEROUS_S
+    assert result.limit == "timeout_s"
+    assert result.describe().startswith(
+        "ran past its time limit of 1 s (sandbox.timeout_s) and was killed after "
+    )
 
 
 def test_a_busy_loop_dies_at_its_cpu_limit(sandbox: ProcessSandbox) -> None:
@@ -121,6 +125,22 @@ def test_a_busy_loop_dies_at_its_cpu_limit(sandbox: ProcessSandbox) -> None:
     )
     assert result.timed_out and result.signal in (signal.SIGXCPU, signal.SIGKILL)
     assert time.monotonic() - started < GENEROUS_S
+    assert result.limit == "cpu_s"
+    assert result.describe().startswith("used up its CPU time limit of 1 s and was killed")
+
+
+def test_a_job_that_ignores_sigxcpu_dies_at_the_hard_cpu_limit_and_says_so(
+    sandbox: ProcessSandbox,
+) -> None:
+    """SIGKILL a second past the soft limit, which only the CPU limit sends unasked for: the
+    job reads as timed out at that limit, not as killed by some signal 9."""
+    spin = "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True: pass"
+    result = sandbox.run(
+        [sandbox.python, "-c", spin], files={}, limits=Limits(timeout_s=60, cpu_s=1)
+    )
+    assert result.signal == signal.SIGKILL and result.cpu_s >= 2
+    assert result.timed_out and result.limit == "cpu_s"
+    assert "used up its CPU time limit of 1 s" in result.describe()
 
 
 def test_the_whole_group_dies_at_the_timeout(sandbox: ProcessSandbox) -> None:
@@ -168,12 +188,63 @@ def test_a_memory_hog_fails(sandbox: ProcessSandbox) -> None:
     )
     assert not result.ok
     assert b"allocated" not in result.stdout
+    assert result.describe() == (
+        "exited with code 1; its output shows it ran into its memory limit of 256 MB "
+        "(sandbox.memory_mb)"
+    )
+
+
+def test_a_write_past_the_file_size_limit_names_the_limit(sandbox: ProcessSandbox) -> None:
+    """A C program dies of SIGXFSZ, which only the limit sends; Python ignores the signal,
+    and its write fails with EFBIG, which its traceback shows."""
+    limits = Limits(max_file_bytes=1024**2)
+    killed = sandbox.run(
+        ["sh", "-c", "exec head -c 2000000 /dev/zero > big"], files={}, limits=limits
+    )
+    assert killed.signal == signal.SIGXFSZ and killed.limit == "max_file_bytes"
+    assert killed.describe() == (
+        "was killed by signal 25 (SIGXFSZ) for writing a file past its file size limit of 1 MB "
+        "per file (sandbox.max_file_mb)"
+    )
+    writer = "open('big', 'wb').write(bytes(2000000))"
+    refused = sandbox.run([sandbox.python, "-c", writer], files={}, limits=limits)
+    assert b"File too large" in refused.stderr and refused.limit is None
+    assert refused.describe() == (
+        "exited with code 1; its output shows it ran into its file size limit of 1 MB per "
+        "file (sandbox.max_file_mb)"
+    )
+
+
+def test_forks_past_the_process_limit_name_the_limit() -> None:
+    """Isolated only: bubblewrap runs the job as a uid of its own (nobody, under root), which
+    RLIMIT_NPROC binds; a plain process of root it does not."""
+    if detect().tool is None:
+        pytest.skip(detect().detail)
+    forks = "import os, time\nfor _ in range(20):\n    if os.fork() == 0:\n        time.sleep(5)\n"
+    sandbox = ProcessSandbox()
+    result = sandbox.run(
+        [sandbox.python, "-c", forks], files={}, limits=Limits(max_processes=8, timeout_s=30)
+    )
+    assert b"Resource temporarily unavailable" in result.stderr
+    assert result.describe().startswith(
+        "exited with code 1; its output shows it ran into its limit of 8 processes and "
+        "threads (sandbox.max_processes)"
+    )
 
 
 def test_a_crash_reports_its_signal(sandbox: ProcessSandbox) -> None:
     result = sandbox.run(["sh", "-c", "kill -SEGV $$"], files={}, limits=Limits())
     assert result.exit_code is None and result.signal == signal.SIGSEGV
-    assert "signal 11" in result.describe()
+    assert result.describe() == "killed by signal 11 (Segmentation fault)"
+
+
+def test_a_kill_no_limit_sent_is_not_put_down_to_one(sandbox: ProcessSandbox) -> None:
+    result = sandbox.run(["sh", "-c", "kill -KILL $$"], files={}, limits=Limits())
+    assert result.signal == signal.SIGKILL and result.limit is None and not result.timed_out
+    assert result.describe() == (
+        "killed by signal 9 (Killed) from outside the sandbox's limits: by a process of the "
+        "job, or by the system running out of memory"
+    )
 
 
 def test_the_work_dir_is_removed_afterwards(sandbox: ProcessSandbox) -> None:

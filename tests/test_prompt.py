@@ -442,3 +442,43 @@ def test_a_change_is_summarised_in_one_line() -> None:
     )
     ends, both = block(f"int a;\n{rows}int b;\n"), block(f"long a;\n{rows}long b;\n")
     assert summarize_change(ends, both) == "+2/-2 lines in r.c: `long a;`"
+
+
+MATMUL_SEED = (ROOT / "tasks" / "matmul_c" / "seed.c").read_text()
+
+
+def test_a_change_summary_names_knob_moves_first_the_choice_before_the_numbers() -> None:
+    """The first changed line is `#define TILE_I 256`; what mattered is the loop order."""
+    seed = Program({"seed.c": MATMUL_SEED})
+    tuned = Program(
+        {
+            "seed.c": MATMUL_SEED.replace("#define TILE_I 512 ", "#define TILE_I 256 ")
+            .replace("#define TILE_K 512 ", "#define TILE_K 8   ")
+            .replace("#define LOOP_ORDER IJK ", "#define LOOP_ORDER IKJ ")
+        }
+    )
+    assert summarize_change(seed, tuned) == (
+        "+3/-3 lines in seed.c: LOOP_ORDER IJK→IKJ, TILE_K 512→8, TILE_I 512→256"
+    )
+    flags = Program({"seed.c": MATMUL_SEED.replace("// cflags: -O2 ", "// cflags: -O3 ")})
+    assert summarize_change(seed, flags) == "+1/-1 lines in seed.c: cflags -O2→-O3"
+
+
+def test_a_change_summary_names_the_largest_hunk_after_the_knobs() -> None:
+    seed = Program({"seed.c": MATMUL_SEED})
+    zeroing = "  for (int i = 0; i < n * n; i++) C[i] = 0.0f;\n"
+    rewritten = (
+        MATMUL_SEED.replace("#define TILE_J 512 ", "#define TILE_J 64  ")
+        .replace("#define MIN(a, b)", "#define MINIMUM(a, b)")
+        .replace(zeroing, "  memset(C, 0, sizeof(float) * n * n);\n  /* C is zeroed */\n")
+    )
+    assert summarize_change(seed, Program({"seed.c": rewritten})) == (
+        "+4/-3 lines in seed.c: TILE_J 512→64; `memset(C, 0, sizeof(float) * n * n);`"
+    )
+    # A knob redeclared is no move: the hunks say what changed.
+    widened = MATMUL_SEED.replace(
+        "@knob pow2 1..512\n#define TILE_J", "@knob pow2 1..1024\n#define TILE_J"
+    )
+    assert summarize_change(seed, Program({"seed.c": widened})) == (
+        "+1/-1 lines in seed.c: `#define TILE_I 512 // @knob pow2 1..1024`"
+    )

@@ -368,7 +368,9 @@ def test_a_real_run_renders_in_chromium_with_every_plot_drawn(real_run: Path) ->
     )
     for why in ("expected ';' before '}' token", "RuntimeError: the harness lost its pipe"):
         assert why in sections["failures"]
-    assert "exceeds N" in sections["failures"]  # the engine's own check failures, grouped
+    # The engine's own check failures, grouped, in the words of the first, numbers and all.
+    assert re.search(r"knob sum \d+(\.\d+)? exceeds 8\.0", sections["failures"])
+    assert "exceeds N" not in sections["failures"]
     for outcome in ("duplicate", "too_similar", "failed", "retries_exhausted"):
         assert outcome in sections["failures"]
     assert "D1_misses" in sections["counters"] and "cachegrind" in sections["counters"]
@@ -548,7 +550,7 @@ def test_a_long_lineage_is_cut_to_its_newest_generations_with_the_partners_kept(
     assert 1 in tree.ids and 750 not in tree.ids
 
 
-def test_failure_reasons_group_by_their_first_line_with_numbers_blanked() -> None:
+def test_failure_reasons_group_with_numbers_blanked_and_show_the_first_ones_words() -> None:
     def failing(cid: int, feedback: str, status: str = "check_failed") -> FailedEvaluation:
         stage = StageResult("check", False, 0.1, feedback)
         text = f"[check] {feedback}"
@@ -572,10 +574,11 @@ def test_failure_reasons_group_by_their_first_line_with_numbers_blanked() -> Non
         per_stage=5,
     )
     assert [(r.stage, r.text, r.count, r.example) for r in found] == [
-        ("check", "knob sum N exceeds N", 2, 1),
-        ("check", "wrong at N", 1, 3),
+        ("check", "knob sum 71 exceeds 64", 2, 1),
+        ("check", "wrong at 0x7ffd1234", 1, 3),
         ("evaluator", "ValueError: bad", 1, 4),
     ]
+    assert reason(failing(5, "knob sum 90.5 exceeds 64")) == "knob sum N exceeds N"
 
 
 @pytest.mark.parametrize(

@@ -121,7 +121,12 @@ def count(
         run.sandbox,
         check_argv(trial, params, sizes),
         files={"kernel": binary, "inputs.bin": trial.inputs},
-        limits=replace(run.limits, timeout_s=params.counter_timeout_s, cpu_s=None),
+        limits=replace(
+            run.limits,
+            timeout_s=params.counter_timeout_s,
+            cpu_s=None,
+            timeout_key="evaluator.params.counter_timeout_s",
+        ),
         source=source,
         collect=["output.bin"],
     )

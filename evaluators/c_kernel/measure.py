@@ -23,6 +23,7 @@ from evaluators.c_kernel.compare import compare
 from evaluators.c_kernel.metrics import throughput, throughput_line
 from evaluators.c_kernel.oracle import RETIMED, TIMED, Trial
 from evaluators.c_kernel.params import CKernelParams
+from evolve.limits import oom_said
 from evolve.peaks import CpuPeak
 from evolve.plausibility import bandwidth_applies, flag_lines, roofline_flag, roofline_floor_s
 from evolve.stages import Runner, StageFailed, excerpt, require_ok
@@ -150,18 +151,25 @@ def time_pair(
         "reference": reference,
     }
     result = run([run.sandbox.python, "-I", "-S", "timer.py"], files, collect=["outputs.bin"])
-    require_ok(result, "the trusted timer (did the kernel kill it?)")
+    held = f"{_mb(len(files['inputs.bin']))} of inputs in, {_mb(size_out * len(calls))} out"
+    require_ok(result, f"the trusted timer, timing {len(calls)} calls ({held})")
     try:
         report = json.loads(result.stdout)
     except ValueError:
         raise StageFailed(f"the timer's report is unreadable: {excerpt(result.stdout)}") from None
-    _fail_on(report, params)
+    killed = f" ({oom_said(run.limits, result.oom_kills)})" if result.oom_kills else ""
+    _fail_on(report, params, killed)
     _judge(report["calls"], result.files.get("outputs.bin"), trials)
     return summarise(report, trials[0], params)
 
 
-def _fail_on(report: dict, params: CKernelParams) -> None:
-    """Turn what the timer saw go wrong into feedback that says what the kernel did."""
+def _mb(size: int) -> str:
+    return f"{size / 1024**2:.3g} MB"
+
+
+def _fail_on(report: dict, params: CKernelParams, killed: str) -> None:
+    """Turn what the timer saw go wrong into feedback that says what the kernel did;
+    `killed` says what the out-of-memory killer did meanwhile, if anything."""
     failure = report["failure"]
     log = report["logs"].get(CANDIDATE, "").strip()
     said = f"\nthe kernel's output:\n{log}" if log else ""
@@ -185,7 +193,7 @@ def _fail_on(report: dict, params: CKernelParams) -> None:
                 f"the seed's process failed beside the candidate: {failure['message']}. "
                 "Kernels may not signal, trace or re-prioritise other processes"
             )
-        raise StageFailed(f"timed call {call + 1}: {failure['message']}{said}")
+        raise StageFailed(f"timed call {call + 1}: {failure['message']}{killed}{said}")
 
 
 def _judge(calls: list[dict], outputs: bytes | None, trials: list[Trial]) -> None:

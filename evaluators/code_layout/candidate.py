@@ -50,7 +50,10 @@ def ask_candidate(
     # An order() that outlives its alarm is stopped by the sandbox soon after, not at the
     # task's timeout_s, which is sized for the measurement.
     patience = params.import_timeout_s + params.order_timeout_s + SLACK_S
-    limits = replace(run.limits, timeout_s=min(run.limits.timeout_s, patience))
+    limits = run.limits
+    if patience < limits.timeout_s:
+        keys = "evaluator.params.import_timeout_s + order_timeout_s, and a margin"
+        limits = replace(limits, timeout_s=patience, timeout_key=keys)
     result = Runner(run.sandbox, limits, run.runs)(
         ["python3", "-I", "order_runner.py", module, "input.json"], files, collect=["order.json"]
     )

@@ -101,7 +101,12 @@ def count(
 ) -> tuple[dict[str, Counter], str]:
     """Counters of one `runner check candidate` call, and the feedback line."""
     argv = [ncu, "--csv", "--target-processes", "all", "--metrics", ",".join(METRICS)]
-    limits = replace(run.limits, timeout_s=timeout_s, cpu_s=None)
+    limits = replace(
+        run.limits,
+        timeout_s=timeout_s,
+        cpu_s=None,
+        timeout_key="evaluator.params.counter_timeout_s",
+    )
     result = run.sandbox.run(
         [*argv, "./runner", "check", "candidate"], files=files, limits=limits, collect=collect
     )

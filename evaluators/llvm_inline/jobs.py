@@ -98,7 +98,7 @@ def run_driver(
     if result.timed_out:
         raise StageFailed(
             f"the {mode} run {result.describe()}: a policy that loops, or a corpus too big "
-            "for the task's sandbox timeout_s",
+            "for that limit",
             timed_out=True,
         )
     if not result.ok or raw is None:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from evaluators.python.runner import HEADER
+from evolve.failure_line import exception_line
 from evolve.sandbox import RunResult
 from evolve.stages import StageFailed, excerpt, require_ok
 
@@ -58,7 +59,8 @@ def read(result: RunResult, call: str) -> Returned:
         raise StageFailed(f"{call}: the result is not JSON ({exc})") from None
     if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
         trace = parsed["error"]
-        feedback = f"{call} raised:\n{clip(trace, ARTIFACT_CHARS, tail=True)}"
+        raised = exception_line(trace) or "an exception"
+        feedback = f"{call} raised {raised}\n{clip(trace, ARTIFACT_CHARS, tail=True)}"
         raise EvaluatorRaised(feedback + _stderr(result), trace)
     return _checked(parsed, call)
 

@@ -1,8 +1,9 @@
 """Why candidates failed and why proposals were dropped, counted.
 
 Feedback is free text (compiler output, a checker's complaint, a traceback). Reasons are
-grouped by a normalised first line, numbers and addresses blanked, so that "knob sum 71
-exceeds 64" and "knob sum 90 exceeds 64" are one reason and the table stays short.
+grouped by the failing stage's line with numbers and addresses blanked, so that "knob sum 71
+exceeds 64" and "knob sum 90 exceeds 64" are one reason and the table stays short; each is
+shown as its first candidate said it, numbers and all.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from evolve.failure_line import TRACEBACK, exception_line, headline, what_failed
+from evolve.failure_line import failed_stage as stopped_at
 from evolve.results import ERROR, TIMEOUT
 from evolve.store.records import FailedEvaluation, ProposalRecord
 
 REASON_CHARS = 120
-TRACEBACK = "Traceback (most recent call last)"
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _STAGE_TAG = re.compile(r"^\[[\w.-]+\]\s*")
 
@@ -24,34 +26,38 @@ _STAGE_TAG = re.compile(r"^\[[\w.-]+\]\s*")
 @dataclass(frozen=True)
 class Reason:
     stage: str
-    text: str
+    text: str  # as its first candidate's failure said it
     count: int
     example: int  # the id of a candidate that failed so, the first one
 
 
 def failed_stage(failure: FailedEvaluation) -> str:
     """The stage that stopped the cascade; `evaluator` when the evaluator itself failed."""
-    for stage in failure.stages:
-        if not stage.ok:
-            return stage.name
+    stage = stopped_at(failure.stages)
+    if stage is not None:
+        return stage.name
     if failure.status.endswith("_failed"):
         return failure.status.removesuffix("_failed")
     return "evaluator" if failure.status == ERROR else failure.status
 
 
-def reason(failure: FailedEvaluation) -> str:
-    """The failure in one normalised line (see the module's docstring)."""
-    text = next((stage.feedback for stage in failure.stages if not stage.ok), "")
-    text = text or failure.feedback
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if not lines:
+def said(failure: FailedEvaluation) -> str:
+    """The failure in the failing stage's own line, numbers and all (clipped)."""
+    _, text = what_failed(failure.stages, failure.feedback)
+    if text is failure.feedback and TRACEBACK in text:  # past any cut: the feedback's end
+        line = exception_line(failure.feedback_tail) or headline(text)
+    else:
+        line = headline(text)
+    line = _STAGE_TAG.sub("", line)
+    if not line:
         return "timed out" if failure.status == TIMEOUT else f"{failure.status}, no feedback"
-    if TRACEBACK in text:  # the exception is the traceback's last line, past any cut
-        end = failure.feedback_tail if text is failure.feedback else text
-        lines = [line.strip() for line in end.splitlines() if line.strip()] or lines
-    line = lines[-1] if TRACEBACK in text else lines[0]
-    line = _NUMBER.sub("N", _STAGE_TAG.sub("", line))
     return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 1] + "…"
+
+
+def reason(failure: FailedEvaluation) -> str:
+    """What failures alike share: their line with numbers and addresses blanked (see the
+    module's docstring)."""
+    return _NUMBER.sub("N", said(failure))
 
 
 def by_stage(failures: Iterable[FailedEvaluation]) -> Counter[str]:
@@ -59,13 +65,14 @@ def by_stage(failures: Iterable[FailedEvaluation]) -> Counter[str]:
 
 
 def reasons(failures: Iterable[FailedEvaluation], per_stage: int) -> list[Reason]:
-    """The `per_stage` commonest reasons of each stage, commonest stage first."""
+    """The `per_stage` commonest reasons of each stage, commonest stage first, each in the
+    words of its first candidate."""
     counts: Counter[tuple[str, str]] = Counter()
-    examples: dict[tuple[str, str], int] = {}
+    examples: dict[tuple[str, str], tuple[int, str]] = {}
     for failure in failures:
         key = (failed_stage(failure), reason(failure))
         counts[key] += 1
-        examples.setdefault(key, failure.candidate_id)
+        examples.setdefault(key, (failure.candidate_id, said(failure)))
     stages = Counter[str]()
     for (stage, _), count in counts.items():
         stages[stage] += count
@@ -75,7 +82,8 @@ def reasons(failures: Iterable[FailedEvaluation], per_stage: int) -> list[Reason
     for (stage, text), count in ranked:
         if shown[stage] < per_stage:
             shown[stage] += 1
-            kept.append(Reason(stage, text, count, examples[(stage, text)]))
+            example, words = examples[(stage, text)]
+            kept.append(Reason(stage, words, count, example))
     return kept
 
 
