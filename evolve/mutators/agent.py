@@ -76,6 +76,7 @@ class Agent:
             extra,
             attempts=request.attempts,
             in_flight=request.in_flight,
+            neighbours=request.neighbours,
             digest=request.digest,
             metric_names=request.metric_names,
         )

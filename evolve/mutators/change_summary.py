@@ -29,7 +29,7 @@ def summarize_change(parent: Program, child: Program) -> str:
         if old == new:
             continue
         changed.append(path)
-        old, new = _differing_middle(old, new)
+        old, new = differing_middle(old, new)
         matcher = SequenceMatcher(None, old, new, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag in ("replace", "delete"):
@@ -50,7 +50,7 @@ def summarize_change(parent: Program, child: Program) -> str:
     return f"+{added}/-{removed} lines in {where}{what}"
 
 
-def _differing_middle(old: list[str], new: list[str]) -> tuple[list[str], list[str]]:
+def differing_middle(old: list[str], new: list[str]) -> tuple[list[str], list[str]]:
     """Both less the lines they begin and end with alike: the matcher then compares only
     what changed (one line, for a tuned knob), not the whole file, which was most of the
     cost of admitting a child in a run of fast proposals."""
