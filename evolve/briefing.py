@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from evolve.budgets import Budgets
 from evolve.candidate_cache import CandidateCache
@@ -123,6 +123,11 @@ class Briefing:
         recent `attempts` show already (a child, or the program a duplicate repeated)."""
         listed = {i for a in attempts for i in (a.child_id, a.repeated_id) if i is not None}
         return self.neighbours.of(parent, listed)
+
+    def racing(self, parent: CandidateRecord, flying: Collection[int]) -> tuple[Neighbour, ...]:
+        """The siblings of `parent` that model proposals in flight work on (`flying`: their
+        parents), with the changes that made them (see evolve/neighbours.py)."""
+        return self.neighbours.racing(parent, flying)
 
     def run_digest(self, added: int) -> str:
         """The digest, rewritten once `search.digest_every` candidates have been added."""

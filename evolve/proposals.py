@@ -178,6 +178,7 @@ class Proposer:
                 in_flight=self.spread.being_tried(parent.id),
                 metric_names=self.briefing.metric_names,
                 neighbours=self.briefing.near(parent, attempts),
+                racing=self.briefing.racing(parent, self.spread.parents_in_flight()),
             )
         self.proposals += 1
         parents = [parent.id] if partner_id is None else [parent.id, partner_id]

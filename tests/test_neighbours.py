@@ -1,25 +1,31 @@
 """The programs a run holds one small change from a parent, named in the prompts on it
 (evolve/neighbours.py, evolve/mutators/small_change.py): found from a real SQLite store's lineage,
 shown as changes to the parent, and read by the scripted matmul model, which then leaves
-out the changes that would make them again."""
+out the changes that would make them again; and the parent's siblings that proposals in
+flight work on, whose changes made on the parent could meet them."""
 
 from __future__ import annotations
 
+import random
 import re
 from pathlib import Path
 
 from evolve.briefing import Briefing
 from evolve.budgets import Budgets
 from evolve.candidate_cache import CandidateCache
+from evolve.events import EventLog
 from evolve.mutators.base import Neighbour, Parent, PastAttempt
+from evolve.mutators.factory import make_mutator, prompt_context
 from evolve.mutators.prompt import build_prompt
 from evolve.mutators.small_change import small_change
 from evolve.neighbours import SHOWN_CHARS
 from evolve.program import Program
+from evolve.proposals import Proposer
 from evolve.recent_attempts import RecentAttempts
 from evolve.results import EvalResult
 from evolve.search.novelty import NoveltyIndex
-from evolve.search.strategy import IslandStrategy
+from evolve.search.strategy import IslandStrategy, Scored
+from evolve.services import RunServices
 from evolve.store import CandidateRecord, Store, default_url
 from evolve.taskfile import load_task
 from tests.conftest import ROOT, store_record, write_matmul_task
@@ -30,6 +36,7 @@ RUN = "near"
 MODEL = {"model": "scripted", "base_url": "http://127.0.0.1:9/v1"}
 SEED = (ROOT / "tasks" / "matmul_c" / "seed.c").read_text()
 HELD = "## Already in the run, one change from this program"
+RACING = "## Being tried now on its siblings"
 
 
 def knobs(code: str, **values: str) -> str:
@@ -46,7 +53,7 @@ class Run:
     """A run's store holding a lineage of matmul programs, and a briefing over it."""
 
     def __init__(self, tmp_path: Path) -> None:
-        task = load_task(write_matmul_task(tmp_path, MODEL, mutator="diff"))
+        self.task = task = load_task(write_matmul_task(tmp_path, MODEL, mutator="diff"))
         self.spec = task.spec
         self.store = Store(default_url(tmp_path))
         self.store.create_run(RUN, task_path="task.yaml", task_yaml="", seed=1, settings={})
@@ -140,6 +147,52 @@ def test_the_relatives_one_change_away_are_named_as_changes_to_the_parent(
     )
 
 
+def test_siblings_with_proposals_in_flight_are_named_and_their_change_left_out(
+    tmp_path: Path,
+) -> None:
+    """P and its sibling S2 differ in two knobs. A proposal on S2 in flight that makes P's
+    change gives the program that S2's change makes on P: told so, the model never makes
+    it, though it is the most plausible edit of P."""
+    run = Run(tmp_path)
+    p = run.add(knobs(SEED, TILE_K="64"), 2.0, run.seed)
+    s = run.add(knobs(SEED, TILE_K="128"), 1.5, run.seed)  # one change from P: no race
+    s2 = run.add(knobs(SEED, LOOP_ORDER="IKJ"), 3.0, run.seed)
+    elsewhere = run.add(knobs(SEED, LOOP_ORDER="IKJ", cflags="-O3"), 3.1, s2)
+    racing = run.briefing.racing(p, {s.id, s2.id, elsewhere.id, p.id})
+    assert racing == (Neighbour(s2.id, "`#define LOOP_ORDER` IJK -> IKJ", "ok", 3.0),)
+    assert run.briefing.racing(p, {s.id, elsewhere.id}) == ()
+    assert run.briefing.racing(run.seed, {s2.id}) == ()
+
+    both = Program({"kernel.c": knobs(SEED, TILE_K="64", LOOP_ORDER="IKJ")}).code_hash
+    shown = Parent(p.id, p.program, p.score)
+    for told, expected in (((), True), (racing, False)):
+        _, user = build_prompt("diff", CONTEXT, shown, [], racing=told)
+        model = MatmulModel(0)
+        body = {"messages": [{"role": "user", "content": user}]}
+        made = set()
+        for _ in range(100):
+            found = re.search(r"SEARCH\n(.*)\n=======\n(.*)\n>>>>>>> REPLACE", model(body).text)
+            assert found
+            code = p.program.files["kernel.c"].replace(found[1], found[2], 1)
+            made.add(Program({"kernel.c": code}).code_hash)
+        assert (both in made) is expected
+
+
+def test_a_cousin_that_made_the_same_change_on_an_uncle_is_named(tmp_path: Path) -> None:
+    """X is its parent A's change (LOOP_ORDER KIJ) on A, which set cflags; A's sibling U set
+    cflags otherwise, and U's child C made X's change too: C is X with cflags set again."""
+    run = Run(tmp_path)
+    a = run.add(knobs(SEED, cflags="-O3"), 1.1, run.seed)
+    x = run.add(knobs(SEED, cflags="-O3", LOOP_ORDER="KIJ"), 2.2, a)
+    u = run.add(knobs(SEED, cflags="-Ofast"), 1.3, run.seed)
+    c = run.add(knobs(SEED, cflags="-Ofast", LOOP_ORDER="KIJ"), 2.6, u)
+    run.add(knobs(SEED, cflags="-Ofast", TILE_J="8"), 0.9, u)  # two changes from X
+    assert run.briefing.near(x, ()) == (
+        Neighbour(c.id, "`// cflags:` -O3 -> -Ofast", "ok", 2.6),
+        Neighbour(a.id, "`#define LOOP_ORDER` KIJ -> IJK", "ok", 1.1),
+    )
+
+
 def test_the_names_fit_a_small_budget_the_best_first(tmp_path: Path) -> None:
     run = Run(tmp_path)
     parent = run.add(knobs(SEED, TILE_K="64"), 2.0, run.seed)
@@ -178,3 +231,39 @@ def test_the_model_leaves_out_what_the_prompt_says_the_run_holds(tmp_path: Path)
     assert held & set(children(())), "without the section the model makes them"
     near = run.briefing.near(kin["P"], ())
     assert not held & set(children(near))
+
+
+def test_the_proposer_sends_them_with_a_model_proposal_on_the_parent(tmp_path: Path) -> None:
+    """The driver's own path: a diff proposal drawn on P carries P's neighbours, and the
+    prompt its mutator builds from the request names them."""
+    run, kin = family(tmp_path)
+    search = run.spec.search.model_copy(update={"in_flight_per_parent": 0, "islands": 1})
+    spec = run.spec.model_copy(update={"search": search})
+    strategy = IslandStrategy(spec.search, run.seed.id)
+    for record in kin.values():
+        if record.id != run.seed.id:
+            strategy.add(Scored(record.id, 0, record.score))
+    editor = make_mutator(spec.mutators[0], run.task, prompt_context(run.task))
+    proposer = Proposer(
+        spec, {"diff": editor}, store=run.store, run_name=RUN, strategy=strategy,
+        candidates=run.candidates, budgets=Budgets(spec.budget, run.store, RUN, wall_used_s=0.0),
+        events=EventLog(None), services=RunServices(None), slots=64,
+    )  # fmt: skip
+    proposer.spread.started(10**6, kin["S2"].id, "diff")  # a proposal on a sibling, sent
+    rng = random.Random(5)
+    on_p = []
+    for _ in range(60):
+        assert proposer.submit(rng, added=len(kin))
+        on_p += [request for job, _, request in proposer.outbox if job.parent.id == kin["P"].id]
+        if on_p:
+            break
+    assert on_p, "no proposal on P in 60 draws"
+    request = on_p[0]
+    assert {n.id for n in request.neighbours} == {kin["N"].id, kin["S"].id, kin["G"].id}
+    assert [n.id for n in request.racing] == [kin["S2"].id], "S2 is in flight, two changes off"
+    _, user = build_prompt(
+        "diff", prompt_context(run.task), request.parent, request.others,
+        attempts=request.attempts, neighbours=request.neighbours, racing=request.racing,
+    )  # fmt: skip
+    assert f"- #{kin['S'].id} (1.5): `#define TILE_K` 64 -> 128" in user
+    assert f"{RACING}\n" in user and f"- #{kin['S2'].id}: `#define LOOP_ORDER` IJK -> IKJ" in user

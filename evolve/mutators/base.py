@@ -67,6 +67,7 @@ class MutationRequest:
     in_flight: tuple[str, ...] = ()  # the other model proposals on the parent not answered yet
     metric_names: tuple[str, ...] = ()  # the metrics the run reports, for the prompt's legend
     neighbours: tuple[Neighbour, ...] = ()  # programs the run holds one change from the parent
+    racing: tuple[Neighbour, ...] = ()  # its siblings with model proposals in flight
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,7 @@ class LLMEditor:
             attempts=request.attempts,
             in_flight=request.in_flight,
             neighbours=request.neighbours,
+            racing=request.racing,
             digest=request.digest,
             metric_names=request.metric_names,
         )

@@ -22,7 +22,8 @@ hold $format, themselves) may all use:
     $legend        the unit and meaning of each metric the run reports
     $attempts      the current program's recent children and what became of them, the
                    programs the run holds one small change from it, then the proposals
-                   on it still in flight ("Being tried now")
+                   on it still in flight ("Being tried now"), and its siblings with
+                   proposals in flight
     $language      the main file's language, for code fences
     $path          the file whose first block a rewrite replaces
 
@@ -131,6 +132,7 @@ def build_prompt(
     in_flight: Sequence[str] = (),
     metric_names: Sequence[str] = (),
     neighbours: Sequence[Neighbour] = (),
+    racing: Sequence[Neighbour] = (),
 ) -> tuple[str, str]:
     """The (system, user) prompt asking `operator` to make a child of `parent`.
 
@@ -138,8 +140,9 @@ def build_prompt(
     crossover the first is the second parent, shown with all its metrics; the rest are
     inspirations. Both are shown as their changes to the parent's EVOLVE-BLOCKs.
     `attempts` are the parent's recent proposals and `digest` the run's (evolve.digest);
-    `in_flight` names the other proposals on the parent not answered yet, and
-    `neighbours` the programs the run holds one small change from it.
+    `in_flight` names the other proposals on the parent not answered yet,
+    `neighbours` the programs the run holds one small change from it, and `racing` its
+    siblings with proposals not answered yet, each with the change that made it.
     `metric_names` are the metrics the run reports, whose legend the system prompt holds;
     without them every metric shown is explained in the user message.
     `extra` adds placeholders for one operator's template (the agent's $max_turns).
@@ -171,6 +174,7 @@ def build_prompt(
             _attempts_section(attempts, parent),
             _neighbours_section(neighbours),
             _in_flight_section(in_flight),
+            _racing_section(racing),
         ),
         "language": context.language,
         "path": rewrite_target(parent.program),
@@ -438,6 +442,19 @@ def _in_flight_section(in_flight: Sequence[str]) -> str:
         *(f"- {label}" for label in in_flight),
     ]
     return _section("Being tried now on this program", "\n".join(lines))
+
+
+def _racing_section(racing: Sequence[Neighbour]) -> str:
+    """Two requests at once on siblings can make one program: each the other's change."""
+    if not racing:
+        return ""
+    lines = [
+        "Proposals on these siblings of the current program (its parent with the change "
+        "shown) are not answered yet. One that makes the current program's change gives the "
+        "program that the same sibling's change made here would: prefer another.",
+        *(f"- #{n.id}: {n.change}" for n in racing),
+    ]
+    return _section("Being tried now on its siblings", "\n".join(lines))
 
 
 def _joined(*sections: str) -> str:

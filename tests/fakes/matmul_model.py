@@ -7,8 +7,9 @@ prompt (the first of each is the parent's) and answers a SEARCH/REPLACE diff tha
 knob to a plausible value: one of the TOP most plausible edits that change the parent, drawn
 by plausibility. Like a model that reads its prompt, it leaves out an edit the prompt's
 "Recent attempts on this program" already lists or that its "Already in the run" section
-says makes a program the run holds (it applies each listed change to the parent's line and
-compares), and it lowers the weight of the most
+says makes a program the run holds, or that "Being tried now on its siblings" says may
+make the program a sibling's proposal makes (it applies each listed change to the parent's
+line and compares), and it lowers the weight of the most
 obvious edits by DODGE for each proposal the prompt says is "Being tried now" on the same
 program (it is told to prefer a change they are unlikely to make, but not what they are).
 """
@@ -36,8 +37,8 @@ class Edit:
     weight: float  # plausibility
 
 
-# A line of "Already in the run": `shared words` old -> new
-HELD = re.compile(r"^- #\d+ \(.*?\): `([^`]+)` (.+?) -> (.+)$", re.M)
+# A line of "Already in the run" or of the siblings being tried: `shared words` old -> new
+HELD = re.compile(r"^- #\d+(?: \(.*?\))?: `([^`]+)` (.+?) -> (.+)$", re.M)
 
 CFLAGS = r"^// cflags: (.+?)    @knob choice .*$"
 
@@ -87,6 +88,7 @@ class MatmulModel:
         text = prompt_text(body)
         tried = _section(text, "Recent attempts on this program")
         held = HELD.findall(_section(text, "Already in the run, one change from this program"))
+        held += HELD.findall(_section(text, "Being tried now on its siblings"))
         in_flight = _section(text, "Being tried now on this program").count("\n- ")
         changes = [(edit, change) for edit in EDITS if (change := _change(text, edit))]
         fresh = [
