@@ -4,8 +4,9 @@ built from one real population, section by section.
 First a short real run makes the population: `evolve run` on the shipped matmul_c (process
 sandbox, timing counters off) with the autotuner and the `diff` operator, whose model is
 the scripted server of tests/fakes answering with SEARCH/REPLACE edits of the program it
-was shown (loop orders, tiles, flags, and a few changes to the code). Then, for each
-checkout compared, a child process with that checkout on PYTHONPATH opens the same store,
+was shown (loop orders, tiles, flags, and a few changes to the code), run by the code of
+the `--before` checkout where there is one. Then, for each
+checkout compared, a child process with that checkout on PYTHONPATH opens a copy of it,
 restores the run's search state into its own Briefing, and builds the prompts of a fixed
 series of proposals (parents drawn with a fixed random seed; diff, rewrite and crossover
 in turn), exactly as the engine builds a request. Nothing is sent anywhere.
@@ -82,9 +83,10 @@ def scripted_edit(prompt: str, count: int) -> str:
     return f"<<<<<<< SEARCH\n{line}\n=======\n{new}\n>>>>>>> REPLACE\n"
 
 
-def make_population(folder: Path, candidates: int) -> None:
+def make_population(folder: Path, candidates: int, code: Path) -> None:
     """A short real run of a copy of matmul_c in `folder` into its population.db, its
-    model the scripted server."""
+    model the scripted server, run by the checkout `code` (the oldest compared: a newer
+    checkout can upgrade its store, an older one cannot open a newer one's)."""
     sys.path.insert(0, str(ROOT))
     from tests.fakes.llm_server import Reply, ScriptedLLMServer, prompt_text
 
@@ -96,7 +98,7 @@ def make_population(folder: Path, candidates: int) -> None:
 
     with ScriptedLLMServer(default=model) as server:
         task = folder / "matmul_c"
-        shutil.copytree(ROOT / "tasks" / "matmul_c", task)
+        shutil.copytree(code / "tasks" / "matmul_c", task)
         text = (task / "task.yaml").read_text()
         text = re.sub(r"(?m)^    counter_sizes: .*\n", "", text)
         text = text.replace("sizes: {n: 512}", "sizes: {n: 512}\n    counters: false")
@@ -108,8 +110,10 @@ def make_population(folder: Path, candidates: int) -> None:
         argv += ["--sandbox", "process", "--candidates", str(candidates), "--seed", "1"]
         argv += ["--name", RUN, "--db", f"sqlite:///{folder / STORE}", "--results", str(folder)]
         argv += ["--workers", "1", "--wall-time", "1800"]  # the candidates end it, not the clock
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "sk-bench"}
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
+        env = {**os.environ, "PYTHONPATH": str(code), "OPENAI_API_KEY": "sk-bench"}
+        done = subprocess.run(  # in `folder`: `-m evolve` would load the current folder's
+            argv, env=env, cwd=folder, capture_output=True, text=True, timeout=1800
+        )
         if done.returncode != 0:
             raise SystemExit(f"the population run failed ({done.returncode}):\n{done.stderr}")
 
@@ -161,13 +165,16 @@ def measure(store: Path, proposals: int) -> dict[str, Any]:
         assert pick is not None
         draw = getattr(briefing, "partner", strategy.partner)
         partner_id = draw(pick, rng) if operator == "crossover" else None
-        parent = briefing.parent(candidates.get(pick.parent_id))
+        record = candidates.get(pick.parent_id)
+        parent = briefing.parent(record)
         extra: dict[str, Any] = {
             "attempts": briefing.attempts(parent.id),
             "digest": briefing.run_digest(len(scored)),
         }
         if "metric_names" in takes:
             extra["metric_names"] = briefing.metric_names
+        if "neighbours" in takes:
+            extra["neighbours"] = briefing.near(record, extra["attempts"])
         others = briefing.others(pick, partner_id)
         system, user = build_prompt(operator, context, parent, others, **extra)
         system_chars.append(len(system))
@@ -202,9 +209,16 @@ def _plain_title(title: str) -> str:
     return re.sub(r",? best first.*$", " (inspirations)", title)
 
 
-def _child(checkout: Path, store: Path, proposals: int) -> dict[str, Any]:
+def _child(checkout: Path, store: Path, proposals: int, scratch: Path) -> dict[str, Any]:
+    """The checkout's measure, on a copy of the store of its own: opening a store
+    upgrades its schema to the checkout's, which an older checkout could not open."""
+    copy = scratch / STORE
+    scratch.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):  # SQLite's files, as the population run left them
+        if (kept := Path(f"{store}{suffix}")).exists():
+            shutil.copyfile(kept, f"{copy}{suffix}")
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    argv = [sys.executable, str(Path(__file__).resolve()), "--measure", str(store)]
+    argv = [sys.executable, str(Path(__file__).resolve()), "--measure", str(copy)]
     argv += ["--proposals", str(proposals)]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=checkout)
     if done.returncode != 0:
@@ -259,14 +273,15 @@ def main() -> None:
     if args.measure is not None:
         print(json.dumps(measure(args.measure, args.proposals)))
         return
+    oldest = args.before.resolve() if args.before else ROOT
     with tempfile.TemporaryDirectory() as scratch:
         folder = (args.keep or Path(scratch)).resolve()
         folder.mkdir(parents=True, exist_ok=True)
         if not (folder / STORE).exists():
-            make_population(folder, args.candidates)
-        store = folder / STORE
-        after = _child(ROOT, store, args.proposals)
-        before = _child(args.before.resolve(), store, args.proposals) if args.before else after
+            make_population(folder, args.candidates, oldest)
+        store, copies = folder / STORE, Path(scratch) / "copies"
+        after = _child(ROOT, store, args.proposals, copies / "after")
+        before = _child(oldest, store, args.proposals, copies / "before") if args.before else after
         report(before, after)
 
 

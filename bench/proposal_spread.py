@@ -6,10 +6,11 @@ the `diff` operator, the novelty filter at NOVELTY) against the scripted OpenAI 
 tests/fakes, whose "model" (tests/fakes/matmul_model.py) answers after DELAY_S with one
 of the few most plausible one-knob edits of the program it is shown: asked together about
 one program, it often gives the same answer, as a real model does; it leaves out what the
-prompt's recent attempts list and steers away from its most obvious edits when the prompt
-says others are being tried. "unspread" sets `search.in_flight_per_parent: 0` (no cap,
-no small-population limit, no cooling; the prompts still name the proposals in flight),
-"spread" the default, 1.
+prompt's recent attempts list, and the changes its "Already in the run" and "Being tried
+now on its siblings" sections name, and steers away from its most obvious edits when the
+prompt says others are being tried on the program. "unspread" sets
+`search.in_flight_per_parent: 0` (no cap, no small-population limit, no cooling; the
+prompts still name the proposals in flight), "spread" the default, 1.
 
     python bench/proposal_spread.py [--seeds 2] [--candidates 40]
 

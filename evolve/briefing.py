@@ -1,10 +1,13 @@
 """What a proposal is shown beyond its parent: inspirations, the parent's past attempts,
-the run's digest, and how many tokens it may spend.
+the programs the run holds one change from it, the run's digest, and how many tokens it may
+spend.
 
 Model calls are what a user pays for, so each prompt carries what the run has learnt: the
 island's best where it beats the parent, and programs unlike the parent (chosen by code
-distance, never by chance), what was already tried on this parent and how it ended, and a
-digest of what has worked, refreshed every `search.digest_every` candidates from the store.
+distance, never by chance), what was already tried on this parent and how it ended, what
+else the run holds that one small change to the parent would make again
+(evolve/neighbours.py), and a digest of what has worked, refreshed every
+`search.digest_every` candidates from the store.
 The seed is never offered to a parent that beats it, as an idea or as a crossover partner
 while better partners exist: everything in the run grew from it.
 """
@@ -13,12 +16,14 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from collections.abc import Collection, Sequence
 
 from evolve.budgets import Budgets
 from evolve.candidate_cache import CandidateCache
 from evolve.digest import Outlines
 from evolve.mutators import Parent
-from evolve.mutators.base import PastAttempt
+from evolve.mutators.base import Neighbour, PastAttempt
+from evolve.neighbours import Neighbours
 from evolve.recent_attempts import RecentAttempts
 from evolve.search.novelty import NoveltyIndex
 from evolve.search.strategy import Pick, SearchStrategy
@@ -49,6 +54,7 @@ class Briefing:
         self.digest = ""
         self.digested_at = -1  # candidates in the run when the digest was last written
         self.outlines = Outlines(store, run_name)
+        self.neighbours = Neighbours(store, run_name, candidates)
         # Each program as a prompt shows it, by the state of its record: a new evaluation
         # changes its status or its count of measurements, and so the key. The same
         # elites are shown again and again, and reading their evaluations each time was
@@ -109,6 +115,19 @@ class Briefing:
 
     def attempts(self, parent_id: int) -> tuple[PastAttempt, ...]:
         return self.recent.of(parent_id)
+
+    def near(
+        self, parent: CandidateRecord, attempts: Sequence[PastAttempt]
+    ) -> tuple[Neighbour, ...]:
+        """The programs the run holds one small change from `parent`, but those that its
+        recent `attempts` show already (a child, or the program a duplicate repeated)."""
+        listed = {i for a in attempts for i in (a.child_id, a.repeated_id) if i is not None}
+        return self.neighbours.of(parent, listed)
+
+    def racing(self, parent: CandidateRecord, flying: Collection[int]) -> tuple[Neighbour, ...]:
+        """The siblings of `parent` that model proposals in flight work on (`flying`: their
+        parents), with the changes that made them (see evolve/neighbours.py)."""
+        return self.neighbours.racing(parent, flying)
 
     def run_digest(self, added: int) -> str:
         """The digest, rewritten once `search.digest_every` candidates have been added."""

@@ -33,6 +33,20 @@ class CandidateCache:
         self.remember(record)
         return record
 
+    def many(self, candidate_ids: Iterable[int]) -> dict[int, CandidateRecord]:
+        """The named candidates, those not in memory read in one query and remembered; an
+        id the store lacks is left out."""
+        wanted = list(dict.fromkeys(candidate_ids))
+        missing = [i for i in wanted if i not in self.records]
+        read = self.store.candidates_by_id(missing, flush=False) if missing else {}
+        found = {}
+        for candidate_id in wanted:
+            record = self.records.get(candidate_id) or read.get(candidate_id)
+            if record is not None:
+                self.remember(record)
+                found[candidate_id] = record
+        return found
+
     def warm(self, records: Iterable[CandidateRecord]) -> None:
         """A resumed run's candidates, best first: its parents are picked mostly from its
         best, which one read at set-up fetches together instead of one read each as they

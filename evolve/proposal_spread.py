@@ -75,6 +75,10 @@ class Spread:
         del self.cooled[parent_id]
         return True
 
+    def parents_in_flight(self) -> set[int]:
+        """The parents of the model proposals in flight."""
+        return {parent for parent, _ in self.flying.values()}
+
     def being_tried(self, parent_id: int) -> tuple[str, ...]:
         """The labels of the model proposals in flight on `parent_id`, oldest first."""
         return tuple(label for parent, label in self.flying.values() if parent == parent_id)

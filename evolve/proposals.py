@@ -172,11 +172,13 @@ class Proposer:
                 self.briefing.others(pick, partner_id),
                 request.seed,
                 model,
-                attempts=self.briefing.attempts(parent.id),
+                attempts=(attempts := self.briefing.attempts(parent.id)),
                 digest=self.briefing.run_digest(added),
                 token_cap=self.briefing.token_cap(llm_in_flight),
                 in_flight=self.spread.being_tried(parent.id),
                 metric_names=self.briefing.metric_names,
+                neighbours=self.briefing.near(parent, attempts),
+                racing=self.briefing.racing(parent, self.spread.parents_in_flight()),
             )
         self.proposals += 1
         parents = [parent.id] if partner_id is None else [parent.id, partner_id]
@@ -249,6 +251,7 @@ class Proposer:
         self._ended(job, rejected=child is None)
         if child is not None:
             self.briefing.outlines.note(child)
+            self.briefing.neighbours.note(child)
         return child
 
     def evaluated(self, candidate: CandidateRecord) -> None:

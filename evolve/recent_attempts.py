@@ -98,7 +98,10 @@ class RecentAttempts:
             outcome = f"too_similar to #{settled.nearest_id}"
         elif outcome == "duplicate" and settled.nearest_id is not None:
             outcome = f"duplicate of #{settled.nearest_id}"
-        return PastAttempt(settled.operator, outcome, settled.summary, settled.child_id, score)
+        repeated = settled.nearest_id if settled.outcome == "duplicate" else None
+        return PastAttempt(
+            settled.operator, outcome, settled.summary, settled.child_id, score, repeated
+        )
 
 
 def _distinct(newest_first: Iterable[Settled], limit: int) -> list[Settled]:

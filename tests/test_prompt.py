@@ -81,7 +81,7 @@ def test_rewrite_asks_for_one_fenced_block_and_fix_names_the_failure() -> None:
 def test_inspirations_and_the_crossover_partner_show_their_blocks_changes_only() -> None:
     other = Parent(9, Program({"k.c": KERNEL.replace("x * 2", "x << 1")}), 2.0, {"gflops": 9.0})
     _, user = build_prompt("diff", CONTEXT, parent(), [other])
-    inspiration = user.split("### Program #9 (score 2, higher is better")[1]
+    inspiration = user.split("### Program #9 (score 2; gflops = 9 GFLOP/s)")[1]
     assert "k.c, its EVOLVE-BLOCKs:\n```c\nint tuned(int x) { return x << 1; }" in inspiration, (
         "a one-line block is shorter whole than as a diff"
     )
@@ -115,23 +115,46 @@ int tuned(int x) { return helper_four(helper_three(helper_two(helper_one(x)))) *
 
 def test_an_inspiration_is_shown_as_its_changes_to_the_parent_not_its_whole_block() -> None:
     """The lines it shares with the current program are in the prompt once, as the
-    current program's; an inspiration brings only its changes and a little context."""
+    current program's; an inspiration brings only its changes, and where it only adds
+    lines, the line they follow."""
     current = Parent(7, Program({"k.c": LONG_KERNEL}), 1.0)
     other = Parent(9, Program({"k.c": LONG_KERNEL.replace("TILE 64", "TILE 128")}), 2.0)
     same = Parent(11, Program({"k.c": LONG_KERNEL}), 1.5)
-    _, user = build_prompt("diff", CONTEXT, current, [other, same])
+    two = "static int helper_two(int x) { return x - 22; }\n"
+    added = Parent(13, Program({"k.c": LONG_KERNEL.replace(two, two + "static int z;\n")}), 1.2)
+    _, user = build_prompt("diff", CONTEXT, current, [other, same, added])
     section = user.split("## Other programs", 1)[1]
-    assert "-#define TILE 64\n+#define TILE 128\n" in section
-    assert " static int helper_one(int x) { return x + 11; }\n" in section, "no context"
+    assert "```diff\n@@\n-#define TILE 64\n+#define TILE 128\n```" in section
+    assert f"```diff\n@@\n {two}+static int z;\n```" in section, "an insertion says where"
+    assert user.count("helper_one(int x)") == 1, "an unchanged line was repeated"
     assert user.count("helper_four(int x)") == 1, "the unchanged block was repeated"
     assert user.count("helper_four(helper_three") == 1
-    assert "#11 (score 1.5, higher is better)\nk.c: the same EVOLVE-BLOCKs" in section
+    assert "#11 (score 1.5)\nk.c: the same EVOLVE-BLOCKs" in section
     rewritten = Parent(12, Program({"k.c": "// EVOLVE-BLOCK-START\nint tuned(int x);\n"
                                            "// EVOLVE-BLOCK-END\n"}), 3.0)  # fmt: skip
     _, user = build_prompt("diff", CONTEXT, current, [rewritten])
     assert "k.c, its EVOLVE-BLOCKs:\n```c\nint tuned(int x);\n```" in user, (
         "a rewrite is shorter whole than as a diff"
     )
+
+
+def test_the_knobs_an_inspiration_sets_are_shown_as_the_values_it_sets() -> None:
+    seed = (ROOT / "tasks" / "matmul_c" / "seed.c").read_text()
+    current = Parent(7, Program({"kernel.c": seed}), 1.0)
+    tuned = seed.replace("TILE_I 512 ", "TILE_I 32 ").replace("TILE_K 512 ", "TILE_K 64 ")
+    recoded = tuned.replace("C[i] = 0.0f;", "C[i] = 0;")
+    others = [Parent(9, Program({"kernel.c": tuned}), 2.0)]
+    others.append(Parent(8, Program({"kernel.c": recoded}), 1.5))
+    _, user = build_prompt("diff", CONTEXT, current, others)
+    section = user.split("## Other programs", 1)[1]
+    knobs = "`#define TILE_I` 512 -> 32; `#define TILE_K` 512 -> 64"
+    assert f"kernel.c, changes to the current program: {knobs}\n" in section
+    assert "@knob" not in section, "a knob's line was repeated"
+    assert (
+        f"kernel.c, changes to the current program: {knobs}; and:\n```diff\n@@\n"
+        "-  for (int i = 0; i < n * n; i++) C[i] = 0.0f;\n"
+        "+  for (int i = 0; i < n * n; i++) C[i] = 0;\n```"
+    ) in section.split("### Program #8")[1], "a change to code is a diff"
 
 
 def test_inspirations_are_sorted_best_first_and_lower_ones_are_labelled() -> None:
@@ -180,13 +203,19 @@ def test_what_is_the_same_all_run_long_comes_before_what_changes() -> None:
 
 def test_every_inspiration_sent_is_shown_with_its_key_metrics_in_units() -> None:
     """The engine chooses how many; each shows its score and its key metrics, the
-    objectives first, each with its unit."""
+    objectives first, each with its unit, but one that only repeats the score."""
     others = [
         Parent(
             20 + i,
             Program({"k.c": KERNEL.replace("x * 2", f"x * {i + 3}")}),
             3.0 - i / 10,
-            {"time_s": 0.0123, "size_bytes": 640.0 + i, "gflops": 9.5 - i, "odd": 1.0},
+            {
+                "time_s": 0.0123,
+                "size_bytes": 640.0 + i,
+                "gflops": 9.5 - i,
+                "odd": 1.0,
+                "speedup": 3.0 - i / 10,
+            },
         )
         for i in range(5)
     ]
@@ -195,11 +224,9 @@ def test_every_inspiration_sent_is_shown_with_its_key_metrics_in_units() -> None
         heading = next(
             line for line in user.splitlines() if line.startswith(f"### Program #{20 + i}")
         )
-        assert heading.startswith(
-            f"### Program #{20 + i} (score {3.0 - i / 10:g}, higher is better;"
-        )
-        assert (
-            f"gflops = {9.5 - i:g} GFLOP/s, size_bytes = {640 + i} B, time_s = 0.0123 s" in heading
+        assert heading.startswith(f"### Program #{20 + i} (score {3.0 - i / 10:g}; gflops")
+        assert heading.endswith(
+            f"gflops = {9.5 - i:g} GFLOP/s, size_bytes = {640 + i} B, time_s = 0.0123 s, odd = 1)"
         )
         assert f"x * {i + 3}" in user
     assert user.index("### Program #20") < user.index("### Program #24")

@@ -76,6 +76,8 @@ class Agent:
             extra,
             attempts=request.attempts,
             in_flight=request.in_flight,
+            neighbours=request.neighbours,
+            racing=request.racing,
             digest=request.digest,
             metric_names=request.metric_names,
         )

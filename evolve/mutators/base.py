@@ -41,6 +41,18 @@ class PastAttempt:
     summary: str  # one line: what the change was
     child_id: int | None = None
     score: float | None = None  # the child's, when it was scored
+    repeated_id: int | None = None  # a duplicate's: the program of the run it repeated
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """A program the run holds one small change from the parent, shown so that the model
+    does not make it again."""
+
+    id: int
+    change: str  # the change from the parent, in a few words (evolve/mutators/small_change.py)
+    status: str  # its evaluation status: pending, ok, or how it failed
+    score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,8 @@ class MutationRequest:
     token_cap: int | None = None  # tokens this proposal may use, as the run's budget allows
     in_flight: tuple[str, ...] = ()  # the other model proposals on the parent not answered yet
     metric_names: tuple[str, ...] = ()  # the metrics the run reports, for the prompt's legend
+    neighbours: tuple[Neighbour, ...] = ()  # programs the run holds one change from the parent
+    racing: tuple[Neighbour, ...] = ()  # its siblings with model proposals in flight
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ def summarize_change(parent: Program, child: Program) -> str:
         if old == new:
             continue
         changed.append(path)
-        old, new = _differing_middle(old, new)
+        old, new = differing_middle(old, new)
         matcher = SequenceMatcher(None, old, new, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag != "equal":
@@ -132,7 +132,7 @@ def _moves_said(moves: list[tuple[float, str]]) -> str:
     return ", ".join(named)
 
 
-def _differing_middle(old: list[str], new: list[str]) -> tuple[list[str], list[str]]:
+def differing_middle(old: list[str], new: list[str]) -> tuple[list[str], list[str]]:
     """Both less the lines they begin and end with alike: the matcher then compares only
     what changed (one line, for a tuned knob), not the whole file, which was most of the
     cost of admitting a child in a run of fast proposals."""

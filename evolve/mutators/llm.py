@@ -69,6 +69,8 @@ class LLMEditor:
             self.templates,
             attempts=request.attempts,
             in_flight=request.in_flight,
+            neighbours=request.neighbours,
+            racing=request.racing,
             digest=request.digest,
             metric_names=request.metric_names,
         )

@@ -15,12 +15,15 @@ hold $format, themselves) may all use:
     $parent        the current program in full: files, score, metrics
     $feedback      the evaluator's feedback on the current program, head and tail kept
     $inspirations  other programs, best first, each as its changes to the current program's
-                   EVOLVE-BLOCKs, with its score and key metrics
+                   EVOLVE-BLOCKs (the knobs it sets otherwise in words, the rest as diff
+                   hunks without the unchanged lines), with its score and key metrics
     $partner       crossover's second parent: its metrics, and its changes to the current
                    program's EVOLVE-BLOCKs
     $legend        the unit and meaning of each metric the run reports
-    $attempts      the current program's recent children and what became of them, then
-                   the proposals on it still in flight ("Being tried now")
+    $attempts      the current program's recent children and what became of them, the
+                   programs the run holds one small change from it, then the proposals
+                   on it still in flight ("Being tried now"), and its siblings with
+                   proposals in flight
     $language      the main file's language, for code fences
     $path          the file whose first block a rewrite replaces
 
@@ -49,22 +52,22 @@ import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from difflib import unified_diff
+from difflib import SequenceMatcher
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from string import Template
 
 from evolve import metric_glossary
 from evolve.clipping import middle_truncate
-from evolve.mutators.base import Parent, PastAttempt
+from evolve.mutators.base import Neighbour, Parent, PastAttempt
 from evolve.mutators.edits import rewrite_target
+from evolve.mutators.small_change import knob_set
 from evolve.program import split_segments
 
 OPERATORS = ("diff", "rewrite", "crossover", "fix", "agent")
 FIXED_SECTIONS = frozenset({"task", "rules", "hardware", "notes", "legend", "format"})
 FEEDBACK_LIMIT = 6000  # characters of feedback shown, head and tail together
 INSPIRATION_LIMIT = 3000  # characters of each inspiration's changes or EVOLVE-BLOCKs
-CONTEXT_LINES = 1  # unchanged lines shown around each change of an inspiration
 KEY_METRICS = 5  # metrics shown beside an inspiration's score, the objectives first
 LANGUAGES = {
     ".c": "c",
@@ -128,6 +131,8 @@ def build_prompt(
     digest: str = "",
     in_flight: Sequence[str] = (),
     metric_names: Sequence[str] = (),
+    neighbours: Sequence[Neighbour] = (),
+    racing: Sequence[Neighbour] = (),
 ) -> tuple[str, str]:
     """The (system, user) prompt asking `operator` to make a child of `parent`.
 
@@ -135,7 +140,9 @@ def build_prompt(
     crossover the first is the second parent, shown with all its metrics; the rest are
     inspirations. Both are shown as their changes to the parent's EVOLVE-BLOCKs.
     `attempts` are the parent's recent proposals and `digest` the run's (evolve.digest);
-    `in_flight` names the other proposals on the parent not answered yet.
+    `in_flight` names the other proposals on the parent not answered yet,
+    `neighbours` the programs the run holds one small change from it, and `racing` its
+    siblings with proposals not answered yet, each with the change that made it.
     `metric_names` are the metrics the run reports, whose legend the system prompt holds;
     without them every metric shown is explained in the user message.
     `extra` adds placeholders for one operator's template (the agent's $max_turns).
@@ -163,7 +170,12 @@ def build_prompt(
         "legend": _section(
             "What the metrics mean", metric_glossary.legend(metric_names, context.evaluator)
         ),
-        "attempts": _joined(_attempts_section(attempts, parent), _in_flight_section(in_flight)),
+        "attempts": _joined(
+            _attempts_section(attempts, parent),
+            _neighbours_section(neighbours),
+            _in_flight_section(in_flight),
+            _racing_section(racing),
+        ),
         "language": context.language,
         "path": rewrite_target(parent.program),
         **(extra or {}),
@@ -247,10 +259,11 @@ def _task_section(context: PromptContext) -> str:
     return _section("Task", f"{context.description.strip()}\n\nObjectives: {goals}")
 
 
-def _score(parent: Parent) -> str:
+def _score(parent: Parent, *, said: bool = True) -> str:
+    """Its score; `said`: with which way is better, where the prompt has not said it yet."""
     if parent.score is None:
         return "no score: it failed evaluation"
-    return f"score {parent.score:.6g}, higher is better"
+    return f"score {parent.score:.6g}, higher is better" if said else f"score {parent.score:.6g}"
 
 
 def _metrics(parent: Parent, names: Sequence[str], context: PromptContext) -> str:
@@ -260,10 +273,12 @@ def _metrics(parent: Parent, names: Sequence[str], context: PromptContext) -> st
 
 
 def _key_metrics(parent: Parent, context: PromptContext) -> list[str]:
-    """The objectives' metrics, then the others in the order the evaluator reported them."""
+    """The objectives' metrics, then the others in the order the evaluator reported them;
+    not one whose value is the score's (a lone objective's, as a rule), shown beside it."""
     objectives = [name for name, _ in context.objectives if name in parent.metrics]
     rest = [name for name in parent.metrics if name not in objectives]
-    return [*objectives, *rest][:KEY_METRICS]
+    named = [name for name in [*objectives, *rest] if parent.metrics[name] != parent.score]
+    return named[:KEY_METRICS]
 
 
 def _program_section(title: str, parent: Parent, context: PromptContext) -> str:
@@ -311,25 +326,27 @@ def _partner_section(parent: Parent, partner: Parent, context: PromptContext) ->
 
 def _inspiration(parent: Parent, other: Parent, context: PromptContext) -> str:
     metrics = _metrics(other, _key_metrics(other, context), context)
-    about = f"{_score(other)}; {metrics}" if metrics else _score(other)
+    score = _score(other, said=False)  # the current program's heading says which way is better
+    about = f"{score}; {metrics}" if metrics else score
     return "\n".join([f"### Program #{other.id} ({about})", *_against(parent, other, context)])
 
 
 def _against(parent: Parent, other: Parent, context: PromptContext) -> list[str]:
-    """Each file's EVOLVE-BLOCKs as a unified diff from the current program's, or whole
-    where the diff would be longer (a rewrite) or the current program lacks the file."""
+    """Each file's EVOLVE-BLOCKs as their changes to the current program's (see
+    `_changes`), or whole where that would be longer (a rewrite) or the current program
+    lacks the file."""
     blocks = []
     for path, text in other.program.files.items():
         theirs = _mutable(path, text)
         if not theirs.strip():
             continue
         ours = parent.program.files.get(path)
-        changes = _changes(_mutable(path, ours), theirs) if ours is not None else None
-        if changes == "":
+        knobs, hunks = _changes(_mutable(path, ours), theirs) if ours is not None else ([], "")
+        shown = _knobs_and_hunks(knobs, hunks)
+        if ours is not None and not shown:
             blocks.append(f"{path}: the same EVOLVE-BLOCKs as the current program")
-        elif changes is not None and len(changes) < len(theirs):
-            code = truncate(changes, INSPIRATION_LIMIT)
-            blocks.append(f"{path}, changes to the current program:\n{_fenced('diff', code)}")
+        elif ours is not None and len(shown) < len(theirs):
+            blocks.append(f"{path}, changes to the current program{shown}")
         else:
             code = truncate(theirs, INSPIRATION_LIMIT)
             language = _fence_language(path, other, context)
@@ -337,23 +354,43 @@ def _against(parent: Parent, other: Parent, context: PromptContext) -> list[str]
     return blocks
 
 
+def _knobs_and_hunks(knobs: Sequence[str], hunks: str) -> str:
+    """`: <knobs set>` and then the other changes as a diff; empty where there is none."""
+    said = f": {'; '.join(knobs)}" if knobs else ""
+    if not hunks:
+        return said
+    diff = _fenced("diff", truncate(hunks, INSPIRATION_LIMIT))
+    return f"{said}; and:\n{diff}" if said else f":\n{diff}"
+
+
 def _mutable(path: str, text: str) -> str:
     return "".join("".join(s.lines) for s in split_segments(path, text) if s.mutable)
 
 
-def _changes(ours: str, theirs: str) -> str:
-    """The hunks turning `ours` into `theirs`, each opened by a bare `@@` (line numbers
-    within the blocks would mislead); empty when they are the same."""
-    lines = list(
-        unified_diff(
-            ours.splitlines(keepends=True), theirs.splitlines(keepends=True), n=CONTEXT_LINES
-        )
-    )[2:]  # the --- and +++ lines name no files here
-    shown = [
-        "@@\n" if line.startswith("@@") else line if line.endswith("\n") else line + "\n"
-        for line in lines
-    ]
-    return "".join(shown)
+def _changes(ours: str, theirs: str) -> tuple[list[str], str]:
+    """What turns `ours` into `theirs`: the knobs set to other values, in words
+    (evolve/mutators/small_change.py), and the hunks of every other change, each opened by
+    a bare `@@` (line numbers within the blocks would mislead). A hunk shows its removed and
+    added lines and no unchanged ones, which the current program already shows, but for
+    the line that an insertion follows (or precedes, at the start): lines only added would
+    not say where they go."""
+    old, new = ours.splitlines(), theirs.splitlines()
+    knobs: list[str] = []
+    hunks = []
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        if tag == "replace" and i2 - i1 == j2 - j1:
+            pairs = zip(old[i1:i2], new[j1:j2], strict=True)
+            named = [words for one, other in pairs if (words := knob_set(one, other))]
+            if len(named) == i2 - i1:
+                knobs += named
+                continue
+        lines = [f"-{line}" for line in old[i1:i2]] + [f"+{line}" for line in new[j1:j2]]
+        if tag == "insert" and old:
+            lines = [f" {old[i1 - 1]}", *lines] if i1 else [*lines, f" {old[0]}"]
+        hunks.append("\n".join(["@@", *lines]) + "\n")
+    return knobs, "".join(hunks)
 
 
 def _shown_metrics(
@@ -375,6 +412,25 @@ def _attempts_section(attempts: Sequence[PastAttempt], parent: Parent) -> str:
     return _section("Recent attempts on this program", "\n".join(lines))
 
 
+def _neighbours_section(neighbours: Sequence[Neighbour]) -> str:
+    """What one small change to the current program would make again: a setting its own
+    change set, made again, or a sibling's change on top of it."""
+    if not neighbours:
+        return ""
+    lines = [
+        "Each of these changes to the current program makes a program the run has already "
+        "(its score in brackets): do not propose them.",
+        *(f"- #{n.id} ({_standing(n)}): {n.change}" for n in neighbours),
+    ]
+    return _section("Already in the run, one change from this program", "\n".join(lines))
+
+
+def _standing(neighbour: Neighbour) -> str:
+    if neighbour.score is not None:
+        return f"{neighbour.score:.4g}"
+    return ENDINGS.get(neighbour.status, neighbour.status.replace("_", " "))
+
+
 def _in_flight_section(in_flight: Sequence[str]) -> str:
     """Requests sent together never see each other's answers: this one is told that it is
     not the only one, so that it does not give the answer every other one gives."""
@@ -386,6 +442,19 @@ def _in_flight_section(in_flight: Sequence[str]) -> str:
         *(f"- {label}" for label in in_flight),
     ]
     return _section("Being tried now on this program", "\n".join(lines))
+
+
+def _racing_section(racing: Sequence[Neighbour]) -> str:
+    """Two requests at once on siblings can make one program: each the other's change."""
+    if not racing:
+        return ""
+    lines = [
+        "Proposals on these siblings of the current program (its parent with the change "
+        "shown) are not answered yet. One that makes the current program's change gives the "
+        "program that the same sibling's change made here would: prefer another.",
+        *(f"- #{n.id}: {n.change}" for n in racing),
+    ]
+    return _section("Being tried now on its siblings", "\n".join(lines))
 
 
 def _joined(*sections: str) -> str:

@@ -250,14 +250,16 @@ class Candidates(Database):
         with self._reading() as connection:
             return [CandidateOutline.of(row) for row in connection.execute(query)]
 
-    def candidates_by_id(self, candidate_ids: Sequence[int]) -> dict[int, CandidateRecord]:
+    def candidates_by_id(
+        self, candidate_ids: Sequence[int], *, flush: bool = True
+    ) -> dict[int, CandidateRecord]:
         """The named candidates with their programs, in one query: a lineage's code without
-        the rest of its run's."""
+        the rest of its run's. `flush` as for `candidate`."""
         if not candidate_ids:
             return {}
         table = Candidate.__table__
         query = select(*table.c).where(table.c.id.in_(candidate_ids))
-        with self._reading() as connection:
+        with self._reading(flush) as connection:
             return {row.id: CandidateRecord.of(row) for row in connection.execute(query)}
 
     def _candidates(self, query: Select[Any]) -> list[CandidateRecord]:

@@ -6,7 +6,10 @@ often answers the same twice. This one reads the current program's knob lines fr
 prompt (the first of each is the parent's) and answers a SEARCH/REPLACE diff that sets one
 knob to a plausible value: one of the TOP most plausible edits that change the parent, drawn
 by plausibility. Like a model that reads its prompt, it leaves out an edit the prompt's
-"Recent attempts on this program" already lists, and it lowers the weight of the most
+"Recent attempts on this program" already lists or that its "Already in the run" section
+says makes a program the run holds, or that "Being tried now on its siblings" says may
+make the program a sibling's proposal makes (it applies each listed change to the parent's
+line and compares), and it lowers the weight of the most
 obvious edits by DODGE for each proposal the prompt says is "Being tried now" on the same
 program (it is told to prefer a change they are unlikely to make, but not what they are).
 """
@@ -33,6 +36,9 @@ class Edit:
     value: str
     weight: float  # plausibility
 
+
+# A line of "Already in the run" or of the siblings being tried: `shared words` old -> new
+HELD = re.compile(r"^- #\d+(?: \(.*?\))?: `([^`]+)` (.+?) -> (.+)$", re.M)
 
 CFLAGS = r"^// cflags: (.+?)    @knob choice .*$"
 
@@ -81,9 +87,15 @@ class MatmulModel:
         time.sleep(self.delay_s)
         text = prompt_text(body)
         tried = _section(text, "Recent attempts on this program")
+        held = HELD.findall(_section(text, "Already in the run, one change from this program"))
+        held += HELD.findall(_section(text, "Being tried now on its siblings"))
         in_flight = _section(text, "Being tried now on this program").count("\n- ")
         changes = [(edit, change) for edit in EDITS if (change := _change(text, edit))]
-        fresh = [(edit, change) for edit, change in changes if change[2] not in tried][: self.top]
+        fresh = [
+            (edit, change)
+            for edit, change in changes
+            if change[2] not in tried and not any(_makes(change, h) for h in held)
+        ][: self.top]
         with self.lock:
             self.answered += 1
             if not fresh:
@@ -110,3 +122,12 @@ def _change(text: str, edit: Edit) -> tuple[str, str, str] | None:
     head = new[: start + len(edit.value)]
     signature = " ".join(head.split()) + " " + new[len(head) :].split()[0]
     return old, new, signature
+
+
+def _makes(change: tuple[str, str, str], held: tuple[str, str, str]) -> bool:
+    """Whether the listed change (shared words, old, new) turns the parent's line into the
+    line this change writes."""
+    old, new = " ".join(change[0].split()), " ".join(change[1].split())
+    shared, was, becomes = held
+    before, after = f"{shared} {was}", f"{shared} {becomes}"
+    return before in old and old.replace(before, after, 1) == new
