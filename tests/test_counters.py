@@ -20,7 +20,7 @@ from evaluators.c_kernel.counter_budget import CounterBudget
 from evaluators.c_kernel.counters import describe
 from evaluators.c_kernel.params import CKernelParams
 from evolve.program import Program
-from evolve.results import Counter
+from evolve.results import Counter, EvalResult, StageResult
 from evolve.sandbox import Limits, RunResult
 from evolve.stages import Runner
 from evolve.task import TaskSpec
@@ -440,3 +440,18 @@ def test_halving_stops_where_the_seeds_counted_call_fails(tmp_path: Path) -> Non
     seed.write_text(seed.read_text().replace(line, wrong))
     sizes, counters = fitted(unsized(tmp_path), budget_s=0.0)
     assert sizes == {"n": 16} and counters
+
+
+def stages_taking(measure_s: float, counters_s: float) -> EvalResult:
+    return EvalResult.from_stages(
+        [StageResult("measure", True, measure_s), StageResult("counters", True, counters_s)]
+    )
+
+
+def test_check_warns_where_counting_takes_longer_than_the_timing() -> None:
+    made = evaluator()
+    (line,) = made.advice(stages_taking(measure_s=1.5, counters_s=6.25))
+    assert "counters stage took 6.2s, longer than the timing (1.5s)" in line
+    assert "at n=32" in line and "evaluator.params.counter_sizes" in line
+    assert made.advice(stages_taking(measure_s=1.5, counters_s=0.5)) == []
+    assert made.advice(EvalResult.from_stages([StageResult("measure", True, 1.0)])) == []

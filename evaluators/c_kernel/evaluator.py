@@ -107,6 +107,20 @@ class CKernelEvaluator(Evaluator):
             ]
         )
 
+    def advice(self, result: EvalResult) -> list[str]:
+        """A warning where counting took longer than the timing: every counted candidate
+        pays it, and a smaller `counter_sizes` (or `counters: promising`) pays less."""
+        took = {stage.name: stage.seconds for stage in result.stages}
+        if "counters" not in took or took["counters"] <= took.get("measure", 0.0):
+            return []
+        sizes = ", ".join(f"{name}={value}" for name, value in self.counted_sizes.items())
+        return [
+            f"the counters stage took {took['counters']:.1f}s, longer than the timing "
+            f"({took.get('measure', 0.0):.1f}s), counting one call at {sizes}: every counted "
+            "candidate pays it; set evaluator.params.counter_sizes smaller (or counters: "
+            "promising, or never)"
+        ]
+
     def prepare(self, seed: Program, sandbox: Sandbox, workdir: Path) -> None:
         """Build the seed, which every candidate is timed beside, and count its events once:
         the binary, the roofline and whether the CPU's counters are readable all belong to
