@@ -378,7 +378,7 @@ def parts_b_and_c(
     for name, task in tasks.items():
         evaluator, took = prepared(task, sandbox, COUNTED)
         sizes = evaluator.params.sizes
-        counted = evaluator.params.counted_sizes()
+        counted = evaluator.counted_sizes
         say(f"  {name}: prepared in {took:.1f} s; timed at {sizes}, counted at {counted}")
         if "b" in args.parts:
             part_b(name, task, evaluator, sandbox, args.runs, table)

@@ -77,6 +77,12 @@ class Evaluator(ABC):
         proposal fails on them. Called once, in the driver, when the run starts."""
         return ""
 
+    def advice(self, result: EvalResult) -> list[str]:
+        """Lines for `evolve check` about the seed's passing `result`: what would cost a
+        run's every candidate time it need not spend (a stage that takes longer than the
+        timing, say), each naming the setting to change; none by default."""
+        return []
+
     def unverified(self) -> str | None:
         """Why a candidate could forge its scores (they are computed where the candidate
         runs, and nothing outside re-checks them), in one line; None when trusted code

@@ -90,6 +90,8 @@ def check_seed(task: LoadedTask, backend: str | None) -> int:
         return BROKEN
     if value == 0:
         _say(task, "the seed scores 0, and its output says", lacking)
+    for line in evaluator.advice(result):
+        errors.print(f"[yellow]warning:[/yellow] {task.path}: {escape(line)}", highlight=False)
     unverified = f" ({WORD})" if task.unverified else ""
     terms = Terms(tuple(spec.objectives), spec.evaluator.name)
     console.print(

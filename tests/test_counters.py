@@ -15,13 +15,14 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from evaluators.c_kernel import CKernelEvaluator
+from evaluators.c_kernel import CKernelEvaluator, counter_sizes
 from evaluators.c_kernel.counter_budget import CounterBudget
 from evaluators.c_kernel.counters import describe
 from evaluators.c_kernel.params import CKernelParams
 from evolve.program import Program
-from evolve.results import Counter
+from evolve.results import Counter, EvalResult, StageResult
 from evolve.sandbox import Limits, RunResult
+from evolve.stages import Runner
 from evolve.task import TaskSpec
 from evolve.taskfile import TaskFileError, load_task
 from sandboxes import ProcessSandbox
@@ -378,3 +379,79 @@ def test_an_objective_the_evaluator_cannot_score_fails_the_task_on_its_line(
     with pytest.raises(TaskFileError) as error:
         load_task(task / "task.yaml")
     assert f"task.yaml:{line}: objectives[0].name" in str(error.value) and says in str(error.value)
+
+
+# c_kernel: the counter sizes fitted where a task names none (counter_sizes.py).
+
+
+def unsized(task_dir: Path = TASK_DIR) -> CKernelEvaluator:
+    """The matmul evaluator at n=64 with no counter_sizes, its seed built and a tool found."""
+    made = evaluator(counter_sizes=None, counters="always")
+    if task_dir != TASK_DIR:
+        made = CKernelEvaluator(made.params.model_dump(exclude_none=True), task_dir)
+        made.limits = evaluator().limits
+    made.prepare(Program.from_paths([task_dir / "seed.c"], task_dir), ProcessSandbox(), task_dir)
+    if made.counter_source == NONE:
+        pytest.skip("neither perf nor valgrind can count here")
+    return made
+
+
+def fitted(made: CKernelEvaluator, budget_s: float) -> tuple[dict[str, int], dict[str, Counter]]:
+    run = Runner(ProcessSandbox(), made.limits)
+    return counter_sizes.fit(made.oracle, lambda sizes: made._count_seed(run, sizes), budget_s)
+
+
+def test_counting_that_takes_too_long_halves_every_size_down_to_the_limit() -> None:
+    made = unsized()
+    sizes, counters = fitted(made, budget_s=0.0)
+    assert sizes == {"n": 64 // 2**counter_sizes.HALVINGS}
+    assert 0 < counters["instructions"].value < made.seed_counters["instructions"].value
+
+
+def test_counting_within_the_budget_keeps_the_full_sizes() -> None:
+    made = unsized()
+    assert made.counted_sizes == {"n": 64}  # n=64 counts in well under 2 s
+    sizes, counters = fitted(made, budget_s=float("inf"))
+    assert sizes == {"n": 64} and counters["instructions"].value > 64**3
+
+
+def test_a_tasks_own_counter_sizes_are_used_as_given(prepared: CKernelEvaluator) -> None:
+    sizes, counters = fitted(prepared, budget_s=0.0)
+    assert sizes == {"n": 32} and counters
+
+
+def test_halving_stops_at_sizes_the_reference_refuses(tmp_path: Path) -> None:
+    shutil.copytree(TASK_DIR, tmp_path, dirs_exist_ok=True)
+    reference = tmp_path / "reference.py"
+    line = '    n = sizes["n"]\n'
+    refusal = '    if n < 16:\n        raise ValueError("n must be 16 or more")\n'
+    assert line in reference.read_text()
+    reference.write_text(reference.read_text().replace(line, line + refusal))
+    sizes, counters = fitted(unsized(tmp_path), budget_s=0.0)
+    assert sizes == {"n": 16} and counters
+
+
+def test_halving_stops_where_the_seeds_counted_call_fails(tmp_path: Path) -> None:
+    shutil.copytree(TASK_DIR, tmp_path, dirs_exist_ok=True)
+    seed = tmp_path / "seed.c"
+    line = "C[i * n + j] += A[i * n + k] * B[k * n + j];"
+    wrong = "C[i * n + j] += n < 16 ? 0.5f : A[i * n + k] * B[k * n + j];"
+    assert line in seed.read_text()
+    seed.write_text(seed.read_text().replace(line, wrong))
+    sizes, counters = fitted(unsized(tmp_path), budget_s=0.0)
+    assert sizes == {"n": 16} and counters
+
+
+def stages_taking(measure_s: float, counters_s: float) -> EvalResult:
+    return EvalResult.from_stages(
+        [StageResult("measure", True, measure_s), StageResult("counters", True, counters_s)]
+    )
+
+
+def test_check_warns_where_counting_takes_longer_than_the_timing() -> None:
+    made = evaluator()
+    (line,) = made.advice(stages_taking(measure_s=1.5, counters_s=6.25))
+    assert "counters stage took 6.2s, longer than the timing (1.5s)" in line
+    assert "at n=32" in line and "evaluator.params.counter_sizes" in line
+    assert made.advice(stages_taking(measure_s=1.5, counters_s=0.5)) == []
+    assert made.advice(EvalResult.from_stages([StageResult("measure", True, 1.0)])) == []

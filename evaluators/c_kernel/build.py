@@ -1,22 +1,27 @@
 """Build stage: compile the candidate, vet its symbols, link it with the driver and harness.
 
 Compiling is untrusted work (the source is the candidate's), so every step runs in the
-sandbox. The symbol check stops a candidate from defining anything but the entry point:
-otherwise it could interpose `main`, `malloc` or `exit` on the driver. It could not reach
-the clock by any symbol: that lives in the timer, another process (timer.py).
+sandbox. The driver, the harness and a variant's own sources are the evaluator's, the same
+for every candidate: they are compiled once per sandbox and build variant, and each
+candidate's job only links its object with theirs. The symbol check stops a candidate from
+defining anything but the entry point: otherwise it could interpose `main`, `malloc` or
+`exit` on the driver. It could not reach the clock by any symbol: that lives in the timer,
+another process (timer.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from weakref import WeakKeyDictionary
 
 from evaluators.c_kernel.flags import disallowed, program_flags
 from evaluators.c_kernel.harness_gen import Harness
 from evaluators.c_kernel.params import CKernelParams
 from evolve.program import Program
-from evolve.sandbox import RunResult
+from evolve.sandbox import RunResult, Sandbox
 from evolve.stages import Runner, StageFailed, require_ok
 
 HARNESS_FLAGS = ("-O2", "-I.")
@@ -35,6 +40,9 @@ class Variant:
 
 
 PLAIN = Variant()
+
+# Compiled trusted objects by sandbox, then by what they were compiled from (trusted_key).
+_trusted: WeakKeyDictionary[Sandbox, dict[str, dict[str, bytes]]] = WeakKeyDictionary()
 
 
 class CompileFailed(StageFailed):
@@ -104,14 +112,46 @@ def link(
 ) -> bytes:
     """The `kernel` binary: the driver, the harness and `variant`'s sources around `obj`."""
     compiler = variant.compiler or params.compiler
-    files = {**DRIVER_FILES, **variant.sources, **harness.files(), "candidate.o": obj}
-    argv = [compiler, *HARNESS_FLAGS, *variant.flags, "driver.c", "harness.c", *variant.sources]
-    linked = run([*argv, "candidate.o", "-o", "kernel", "-lm"], files, collect=["kernel"])
+    files = {**trusted_objects(run, params, harness, variant), "candidate.o": obj}
+    argv = [compiler, *HARNESS_FLAGS, *variant.flags, *files, "-o", "kernel", "-lm"]
+    linked = run(argv, files, collect=["kernel"])
     _require_built(linked, "linking with the driver and the harness")
     binary = linked.files.get("kernel")
     if binary is None:
         raise StageFailed("the linker wrote no kernel binary")
     return binary
+
+
+def trusted_objects(
+    run: Runner, params: CKernelParams, harness: Harness, variant: Variant
+) -> dict[str, bytes]:
+    """The driver's, the harness's and `variant`'s own objects, by file name (`driver.o`,
+    ...), compiled in `run`'s sandbox on first use and kept for that sandbox: no candidate
+    code goes into them, so every candidate built the same way links the same objects."""
+    compiler = variant.compiler or params.compiler
+    sources = {**DRIVER_FILES, **variant.sources, **harness.files()}
+    key = trusted_key(compiler, variant.flags, sources)
+    kept = _trusted.setdefault(run.sandbox, {})
+    if key not in kept:
+        compiled = ["driver.c", "harness.c", *variant.sources]
+        objects = [f"{Path(name).stem}.o" for name in compiled]
+        argv = [compiler, *HARNESS_FLAGS, *variant.flags, "-c", *compiled]
+        result = run(argv, sources, collect=objects)
+        _require_built(result, "compiling the driver and the harness")
+        missing = [name for name in objects if name not in result.files]
+        if missing:
+            raise StageFailed(f"the compiler wrote no {', '.join(missing)}")
+        kept[key] = {name: result.files[name] for name in objects}
+    return kept[key]
+
+
+def trusted_key(compiler: str, flags: tuple[str, ...], sources: Mapping[str, bytes]) -> str:
+    """What trusted objects are compiled from: the compiler, the flags and every source."""
+    digest = hashlib.sha256(repr((compiler, HARNESS_FLAGS, flags)).encode())
+    for name in sorted(sources):
+        digest.update(f"\0{name}\0{len(sources[name])}\0".encode())
+        digest.update(sources[name])
+    return digest.hexdigest()
 
 
 def _require_built(result: RunResult, what: str) -> None:

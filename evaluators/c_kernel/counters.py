@@ -112,11 +112,11 @@ def count(
     params: CKernelParams,
     source: str,
     seed: Mapping[str, Counter],
+    sizes: Mapping[str, int],
 ) -> tuple[dict[str, Counter], str]:
-    """The counters of one call on `trial` (made at the counter sizes), and the feedback line."""
+    """The counters of one call on `trial` (made at `sizes`), and the feedback line."""
     if source == NONE:
         return {}, "no counters: perf cannot read this CPU's counters and valgrind is absent"
-    sizes = params.counted_sizes()
     counted = measure_counters(
         run.sandbox,
         check_argv(trial, params, sizes),

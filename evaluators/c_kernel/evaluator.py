@@ -14,7 +14,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from evaluators.c_kernel import metrics, reference_check
+from evaluators.c_kernel import counter_sizes, metrics, reference_check
 from evaluators.c_kernel import signature as prototype
 from evaluators.c_kernel.build import build, compile_object, link
 from evaluators.c_kernel.check import check
@@ -73,6 +73,7 @@ class CKernelEvaluator(Evaluator):
         self.reference_binary: bytes | None = None  # the seed, built on the worker
         self.peak: CpuPeak | None = None
         self.counter_source: str | None = None  # None: no counters stage
+        self.counted_sizes = self.params.counted_sizes()  # prepare fits them (counter_sizes.py)
         self.seed_counters: dict[str, Counter] = {}
         self.counter_budget = CounterBudget(self.params)
         self.salt = secrets.randbits(64)  # see oracle.py: no two runs draw the same inputs
@@ -106,6 +107,20 @@ class CKernelEvaluator(Evaluator):
             ]
         )
 
+    def advice(self, result: EvalResult) -> list[str]:
+        """A warning where counting took longer than the timing: every counted candidate
+        pays it, and a smaller `counter_sizes` (or `counters: promising`) pays less."""
+        took = {stage.name: stage.seconds for stage in result.stages}
+        if "counters" not in took or took["counters"] <= took.get("measure", 0.0):
+            return []
+        sizes = ", ".join(f"{name}={value}" for name, value in self.counted_sizes.items())
+        return [
+            f"the counters stage took {took['counters']:.1f}s, longer than the timing "
+            f"({took.get('measure', 0.0):.1f}s), counting one call at {sizes}: every counted "
+            "candidate pays it; set evaluator.params.counter_sizes smaller (or counters: "
+            "promising, or never)"
+        ]
+
     def prepare(self, seed: Program, sandbox: Sandbox, workdir: Path) -> None:
         """Build the seed, which every candidate is timed beside, and count its events once:
         the binary, the roofline and whether the CPU's counters are readable all belong to
@@ -124,10 +139,18 @@ class CKernelEvaluator(Evaluator):
         except StageFailed as failure:
             raise RuntimeError(f"the seed program does not build:\n{failure.feedback}") from None
         if self.counter_source is not None:
-            trial = self._counter_trial(PREPARE_SEED)
-            self.seed_counters, _ = count(
-                run, self.reference_binary, trial, self.params, self.counter_source, {}
+            self.counted_sizes, self.seed_counters = counter_sizes.fit(
+                self.oracle, lambda sizes: self._count_seed(run, sizes)
             )
+
+    def _count_seed(self, run: Runner, sizes: dict[str, int]) -> dict[str, Counter]:
+        if self.reference_binary is None or self.counter_source is None:
+            raise RuntimeError("the seed is counted only once it is built and a tool is found")
+        trial = self.oracle.trial((self.salt, PREPARE_SEED, COUNTED, 0), sizes)
+        counters, _ = count(
+            run, self.reference_binary, trial, self.params, self.counter_source, {}, sizes
+        )
+        return counters
 
     def evaluate(self, program: Program, sandbox: Sandbox, *, seed: int) -> EvalResult:
         return self._cascade(program, sandbox, seed)
@@ -181,6 +204,7 @@ class CKernelEvaluator(Evaluator):
                             self.params,
                             self.counter_source,
                             self.seed_counters,
+                            self.counted_sizes,
                         )
                         counting.metrics = cost_metrics(counters, self.seed_counters)
         return EvalResult.from_stages(stages, counters=counters, sandbox=run.summary())
@@ -203,5 +227,4 @@ class CKernelEvaluator(Evaluator):
     def _counter_trial(self, seed: int) -> Trial:
         """Fresh inputs of its own at the (perhaps smaller) counter sizes: a counted run must
         not be able to reuse an answer from the check or the timed calls."""
-        sizes = self.params.counted_sizes()
-        return self.oracle.trial((self.salt, seed, COUNTED, 0), sizes)
+        return self.oracle.trial((self.salt, seed, COUNTED, 0), self.counted_sizes)

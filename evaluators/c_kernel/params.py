@@ -135,7 +135,9 @@ class CKernelParams(BaseModel):
     )
     counter_every: int = Field(10, ge=1, description="promising: and every Nth passing candidate")
     counter_sizes: dict[str, int] | None = Field(
-        None, description="sizes for the counted call, default `sizes`: cachegrind is ~50x slower"
+        None,
+        description="sizes for the counted call (cachegrind is ~50x slower); default `sizes`, "
+        "halved while counting the seed there takes over 2 s",
     )
     counter_timeout_s: float = Field(120, gt=0, description="limit for the counted call")
 
