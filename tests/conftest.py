@@ -1,4 +1,5 @@
-"""Shared fixtures: one real Ray instance per session, and small real task folders."""
+"""Shared fixtures: one real Ray instance per session, and small real task folders. The fast
+lane and the system tests are sorted by tests/lanes.py, registered here."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from evolve.sandbox import Sandbox
 from evolve.store import CandidateRecord, Store
 from sandboxes import DockerSandbox, ProcessSandbox, docker_available
 from sandboxes.isolation import detect
+from tests import lanes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,6 +61,7 @@ def postgres_schema() -> Iterator[str]:
     """A URL of the test server with a schema of its own, dropped afterwards; a plain
     `postgresql://` URL, so every use also checks that the store maps it to psycopg. Skips
     where no server is named."""
+    lanes.reaching("PostgreSQL")
     if not POSTGRES_URL:
         pytest.skip("EVOLVE_TEST_POSTGRES_URL is not set; run .ci/postgres.sh and export its URL")
     schema = f"test_{uuid.uuid4().hex[:12]}"
@@ -97,6 +100,10 @@ MATMUL_CONTRACT = (
 # (evolve/secrets.py withholds those from Ray), so it tests the sandbox's own wall: no host
 # variable at all reaches a candidate.
 CANARY_SECRET = "hunter2-evolve-canary-7f3a"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(lanes.LanesPlugin(), "evolve-lanes")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -106,6 +106,7 @@ def test_a_correct_candidate_passes_and_pickles_for_ray(
     assert result.metrics["speedup"] > 0 and result.metrics["speedup_spread"] >= 0
 
 
+@pytest.mark.system
 def test_measuring_without_prepare_is_an_evaluator_error(spec: TaskSpec) -> None:
     unprepared = make_evaluator(spec, sizes={"n": 16}, counters="never")
     with pytest.raises(RuntimeError, match="prepare"):

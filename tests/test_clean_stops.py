@@ -26,6 +26,8 @@ from sandboxes import docker_available
 from sandboxes.docker import LABEL, OWNER_PID
 from tests.conftest import SYNTHETIC_SEED, descendants
 
+pytestmark = pytest.mark.system
+
 EVOLVE = [sys.executable, "-m", "evolve"]
 MARKER = f"7{os.getpid() % 1000:03d}.25"  # how long a candidate sleeps: unique to this test run
 PLUGIN = f'''"""Candidates that sleep in the sandbox, two processes deep, until they are killed."""
@@ -134,7 +136,9 @@ def _kill_group(driver: subprocess.Popen[bytes]) -> None:
         os.killpg(driver.pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("backend", ["process", pytest.param("docker", marks=needs_docker)])
+@pytest.mark.parametrize(
+    "backend", ["process", pytest.param("docker", marks=[pytest.mark.docker, needs_docker])]
+)
 def test_after_kill_9_of_the_driver_nothing_of_the_run_lives_5_s(
     tmp_path: Path, backend: str
 ) -> None:
@@ -163,6 +167,7 @@ def test_after_kill_9_of_the_driver_nothing_of_the_run_lives_5_s(
     assert _status(tmp_path) == "killed"
 
 
+@pytest.mark.docker
 @needs_docker
 def test_the_next_command_cleans_up_when_the_guardian_died_too(tmp_path: Path) -> None:
     """The worst case: the candidate stopped its worker (which so never notices that Ray is
@@ -191,6 +196,7 @@ def test_the_next_command_cleans_up_when_the_guardian_died_too(tmp_path: Path) -
     assert not _alive(run), f"the next command left {_alive(run)}"
 
 
+@pytest.mark.docker
 @needs_docker
 def test_sigterm_stops_the_run_and_removes_its_containers_before_exit(tmp_path: Path) -> None:
     driver, _ = _start(tmp_path, "docker")

@@ -20,6 +20,8 @@ from evolve.store import Store
 from sandboxes import docker_available
 from tests.conftest import postgres_schema, write_synthetic_task
 
+pytestmark = pytest.mark.system
+
 EVOLVE = [sys.executable, "-m", "evolve"]
 
 

@@ -353,6 +353,7 @@ def test_the_wordfreq_example_passes_and_a_wrong_pipeline_is_rejected(sandbox: S
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.system
 def test_evolve_runs_the_wordfreq_example(tmp_path: Path, backend: str) -> None:
     folder = tmp_path / "wordfreq"
     folder.mkdir()

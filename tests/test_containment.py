@@ -27,7 +27,9 @@ GONE_WITHIN_S = 5.0
 HOST_SECRET = "evolve-containment-secret-4be1"
 
 
-@pytest.fixture(scope="module", params=["process", "docker"])
+@pytest.fixture(
+    scope="module", params=["process", pytest.param("docker", marks=pytest.mark.docker)]
+)
 def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     box = open_backend(request.param)
     yield box

@@ -170,6 +170,7 @@ class CountingSandbox(ProcessSandbox):
         return super().run(argv, files=files, limits=limits, collect=collect)
 
 
+@pytest.mark.system
 def test_detect_source_finds_what_this_machine_supports_once_per_sandbox() -> None:
     sandbox = CountingSandbox()
     expected = PERF if perf_counts_here() else CACHEGRIND if shutil.which("valgrind") else NONE
@@ -192,6 +193,7 @@ def busy() -> bytes:
 
 
 @needs_valgrind
+@pytest.mark.system
 def test_cachegrind_counts_are_identical_run_to_run(busy: bytes) -> None:
     sandbox = ProcessSandbox()
     first, second = (
@@ -208,6 +210,7 @@ def test_cachegrind_counts_are_identical_run_to_run(busy: bytes) -> None:
 
 
 @needs_valgrind
+@pytest.mark.system
 def test_a_run_that_crashes_gives_no_counters_however_much_it_counted(busy: bytes) -> None:
     crashed = measure_counters(
         ProcessSandbox(),
@@ -220,6 +223,7 @@ def test_a_run_that_crashes_gives_no_counters_however_much_it_counted(busy: byte
     assert crashed.problem is not None and "signal 6" in crashed.problem
 
 
+@pytest.mark.system
 def test_an_unknown_source_is_a_caller_bug() -> None:
     with pytest.raises(ValueError, match="unknown counter source"):
         measure_counters(ProcessSandbox(), ["true"], files={}, limits=LIMITS, source="ncu")
@@ -253,6 +257,7 @@ def prepared() -> CKernelEvaluator:
     return made
 
 
+@pytest.mark.system
 def test_the_seed_is_counted_with_its_source_and_compared_with_itself(
     prepared: CKernelEvaluator,
 ) -> None:
@@ -271,6 +276,7 @@ def test_the_seed_is_counted_with_its_source_and_compared_with_itself(
         assert result.counters["instructions"] == prepared.seed_counters["instructions"]
 
 
+@pytest.mark.system
 def test_a_kernel_wrong_only_when_counted_keeps_its_status_but_loses_its_counters(
     prepared: CKernelEvaluator,
 ) -> None:
@@ -290,6 +296,7 @@ def test_a_kernel_wrong_only_when_counted_keeps_its_status_but_loses_its_counter
     assert "counters discarded" in result.feedback and "row 0, col 0" in result.feedback
 
 
+@pytest.mark.system
 def test_counters_off_means_no_stage() -> None:
     made = evaluator(counters=False)
     made.prepare(seed_program(), ProcessSandbox(), TASK_DIR)
@@ -316,6 +323,7 @@ def test_perf_readings_read_as_measured_with_ipc() -> None:
     )
 
 
+@pytest.mark.system
 def test_the_estimated_cycles_are_identical_for_one_binary_on_fresh_inputs() -> None:
     """The deterministic score: a loaded machine changes times, never these counts."""
     made = evaluator(counters="always", counter_tool="cachegrind")

@@ -43,6 +43,7 @@ def error_lines(stderr: str) -> list[str]:
 # -- a CLI that explains itself -----------------------------------------------------------
 
 
+@pytest.mark.system
 def test_version_and_help_that_is_not_cut_off(tmp_path: Path) -> None:
     version = evolve("--version", cwd=tmp_path)
     assert version.returncode == 0
@@ -63,6 +64,7 @@ def test_version_and_help_that_is_not_cut_off(tmp_path: Path) -> None:
     assert "--candidates" in run_help and "--wall-time" in run_help
 
 
+@pytest.mark.system
 def test_a_mistyped_evaluator_param_gets_did_you_mean(tmp_path: Path) -> None:
     task = write_synthetic_task(tmp_path / "task", params="{targte: 100}")
     done = evolve("check", task, cwd=tmp_path)
@@ -70,6 +72,7 @@ def test_a_mistyped_evaluator_param_gets_did_you_mean(tmp_path: Path) -> None:
     assert "evaluator.params.targte: unknown key; did you mean 'target'?" in done.stderr
 
 
+@pytest.mark.system
 def test_a_bad_base_url_names_the_base_url_field(tmp_path: Path) -> None:
     task = write_synthetic_task(tmp_path / "task")
     text = task.read_text() + "llm:\n  models:\n    - model: qwen\n      base_url: localhost:8000\n"
@@ -85,6 +88,7 @@ def test_a_bad_base_url_names_the_base_url_field(tmp_path: Path) -> None:
 # -- evolve check -------------------------------------------------------------------------
 
 
+@pytest.mark.system
 def test_check_prints_the_seeds_metrics_and_starts_no_run(tmp_path: Path) -> None:
     task = write_synthetic_task(tmp_path / "task")
     done = evolve("check", task, cwd=tmp_path, timeout=60)
@@ -94,6 +98,7 @@ def test_check_prints_the_seeds_metrics_and_starts_no_run(tmp_path: Path) -> Non
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.system
 def test_check_of_a_failing_seed_says_why_in_one_line_and_exits_2(tmp_path: Path) -> None:
     task = write_synthetic_task(tmp_path / "task", params="{target: 100, fail_above: 1}")
     done = evolve("check", task, cwd=tmp_path, timeout=60)
@@ -118,6 +123,7 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return project
 
 
+@pytest.mark.system
 def test_candidates_overrides_the_budget(finished_run: Path) -> None:
     with Store(f"sqlite:///{finished_run / 'results' / 'evolve.db'}") as store:
         assert store.count_candidates("quick") == 8
@@ -127,6 +133,7 @@ def test_candidates_overrides_the_budget(finished_run: Path) -> None:
     assert budget is not None and budget.candidates == 8, "the budget the run really had"
 
 
+@pytest.mark.system
 def test_a_run_name_that_is_a_path_is_refused_before_anything_starts(tmp_path: Path) -> None:
     task = write_synthetic_task(tmp_path / "task", candidates=2)
     refused = evolve("run", task, "--name", "../elsewhere", "--plain", cwd=tmp_path)
@@ -144,6 +151,7 @@ def test_wall_time_and_candidates_replace_only_what_they_name(tmp_path: Path) ->
     assert RunOptions().budgeted(task) is task
 
 
+@pytest.mark.system
 def test_reading_commands_find_the_store_from_a_subfolder(finished_run: Path) -> None:
     deep = finished_run / "task" / "more" / "deeper"
     deep.mkdir(parents=True)
@@ -156,6 +164,7 @@ def test_reading_commands_find_the_store_from_a_subfolder(finished_run: Path) ->
     assert not (deep / "results").exists()
 
 
+@pytest.mark.system
 def test_reading_commands_never_create_a_store(finished_run: Path, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -169,6 +178,7 @@ def test_reading_commands_never_create_a_store(finished_run: Path, tmp_path: Pat
     assert list(elsewhere.iterdir()) == []
 
 
+@pytest.mark.system
 def test_evolve_db_names_the_store_from_anywhere(finished_run: Path, tmp_path: Path) -> None:
     database = finished_run / "results" / "evolve.db"
     for value in (str(database), f"sqlite:///{database}"):
@@ -177,6 +187,7 @@ def test_evolve_db_names_the_store_from_anywhere(finished_run: Path, tmp_path: P
         assert "candidate #1  run quick" in done.stdout
 
 
+@pytest.mark.system
 def test_show_says_who_made_a_candidate_in_words(finished_run: Path) -> None:
     with Store(f"sqlite:///{finished_run / 'results' / 'evolve.db'}") as store:
         child = next(c for c in store.top("quick", 8) if c.parent_ids)
@@ -192,6 +203,7 @@ def test_show_says_who_made_a_candidate_in_words(finished_run: Path) -> None:
 # -- runs that cannot go on ---------------------------------------------------------------
 
 
+@pytest.mark.system
 def test_a_run_whose_seed_fails_ends_failed_with_its_feedback(tmp_path: Path) -> None:
     task = write_synthetic_task(tmp_path / "task", params="{target: 100, fail_above: 1}")
     done = evolve("run", task, "--name", "broken", "--plain", cwd=tmp_path)
@@ -206,6 +218,7 @@ def test_a_run_whose_seed_fails_ends_failed_with_its_feedback(tmp_path: Path) ->
     assert "the seed #1 failed (check_failed): evolve show 1 says why" in board.stdout
 
 
+@pytest.mark.system
 def test_a_ray_that_will_not_start_is_retried_then_one_line(tmp_path: Path) -> None:
     task = write_synthetic_task(tmp_path / "task")
     blocker = tmp_path / "a-file"
@@ -247,6 +260,7 @@ def check_broken(
     return folder / "task.yaml", line, done
 
 
+@pytest.mark.system
 def test_check_of_a_c_kernel_task_prints_metrics_and_feedback(tmp_path: Path) -> None:
     task = _histogram(tmp_path) / "task.yaml"
     done = evolve("check", task, cwd=tmp_path, timeout=180)
@@ -258,11 +272,13 @@ def test_check_of_a_c_kernel_task_prints_metrics_and_feedback(tmp_path: Path) ->
     assert "ok: the seed passes" in done.stdout
 
 
+@pytest.mark.system
 def test_check_of_a_broken_reference_is_one_line_at_load(tmp_path: Path) -> None:
     _, line, _ = check_broken(tmp_path, "reference.py", "minlength=256", "minlength=undefined")
     assert "evaluator.params.reference" in line and "NameError" in line
 
 
+@pytest.mark.system
 def test_check_of_a_seed_that_does_not_build_says_so_and_shows_the_compiler(
     tmp_path: Path,
 ) -> None:
@@ -274,6 +290,7 @@ def test_check_of_a_seed_that_does_not_build_says_so_and_shows_the_compiler(
     assert "counts[v] = total\n" in done.stderr  # the compiler's report follows the line
 
 
+@pytest.mark.system
 def test_check_of_a_seed_that_answers_wrong_names_the_output(tmp_path: Path) -> None:
     task, line, done = check_broken(
         tmp_path, "seed.c", "counts[v] = total;", "counts[v] = total + 1;"
@@ -283,6 +300,7 @@ def test_check_of_a_seed_that_answers_wrong_names_the_output(tmp_path: Path) -> 
     assert re.search(r"│ check +│ FAILED ", done.stdout)
 
 
+@pytest.mark.system
 def test_check_of_a_broken_harness_fails_the_seeds_build(tmp_path: Path) -> None:
     folder = tmp_path / "stencil"
     shutil.copytree(ROOT / "tasks" / "stencil_c", folder)

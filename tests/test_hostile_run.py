@@ -8,9 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from evolve.knobs import find_knobs
 from evolve.store import Store
 from tests.conftest import MATMUL_CONTRACT
+
+pytestmark = pytest.mark.system
 
 MATMUL = Path(__file__).resolve().parent.parent / "tasks" / "matmul_c"
 

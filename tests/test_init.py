@@ -12,6 +12,8 @@ from evolve.scaffold import starters
 from evolve.store import Store
 from evolve.taskfile import load_task
 
+pytestmark = pytest.mark.system
+
 
 def init(folder: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -80,6 +80,9 @@ def test_a_local_instance_leaves_out_the_monitors_and_the_dashboard_and_still_ru
     assert services.start_ray_process.__module__ == services.__name__
 
 
+# Agents are stood in for only once cluster.connect has set Ray's `uv run` flag off, as every
+# start of Ray in a run does first.
+@pytest.mark.usefixtures("ray_session")
 def test_a_retried_start_gets_rays_own_agents(monkeypatch: pytest.MonkeyPatch) -> None:
     original = services.start_ray_process
     with lean_start(stand_in_agents=False):

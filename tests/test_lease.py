@@ -26,6 +26,7 @@ from tests.conftest import EVOLVE, postgres_schema, wait_for_driver, write_synth
 OTHER_DRIVER = {"host": "elsewhere", "pid": 1, "started": 1.0, "user": "someone"}
 
 
+@pytest.mark.system
 def test_a_second_driver_on_a_running_run_is_refused_and_says_who_holds_it(
     tmp_path: Path,
 ) -> None:
@@ -64,6 +65,7 @@ def test_a_second_driver_on_a_running_run_is_refused_and_says_who_holds_it(
     assert "your latest run on this machine" in again.stdout and "is shared" in again.stdout
 
 
+@pytest.mark.system
 def test_more_workers_than_the_cluster_has_cpus_are_lowered_with_a_warning(
     tmp_path: Path,
 ) -> None:
@@ -85,6 +87,7 @@ def test_more_workers_than_the_cluster_has_cpus_are_lowered_with_a_warning(
     assert f"on {node['host']} ({node['cpu']}), Ray node {node['node_id'][:12]}" in shown.stdout
 
 
+@pytest.mark.system
 def test_a_driver_whose_run_was_taken_over_stops_and_leaves_the_run_alone(
     tmp_path: Path,
 ) -> None:

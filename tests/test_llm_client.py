@@ -515,6 +515,7 @@ llm:
 
 
 @pytest.mark.parametrize("command", ["run", "check"])
+@pytest.mark.system
 def test_a_usd_budget_with_an_unpriced_model_is_refused_at_load(
     tmp_path: Path, command: str
 ) -> None:

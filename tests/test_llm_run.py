@@ -351,6 +351,7 @@ def test_model_requests_never_outnumber_the_slots_and_the_next_ones_wait_ready(
     assert len(ahead) == 2 * slots, "a proposal asking and one waiting, per slot"
 
 
+@pytest.mark.system
 def test_evolve_run_on_matmul_with_an_anthropic_model_improves_on_the_seed(tmp_path: Path) -> None:
     with ScriptedLLMServer(default=matmul_tuner) as server:
         model = {"model": "anthropic:scripted", "base_url": server.anthropic_url}

@@ -99,6 +99,7 @@ def check(folder: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.system
 def test_check_warns_when_the_seed_scores_0_for_want_of_a_command(tmp_path: Path) -> None:
     folder = openevolve_folder(
         tmp_path / "rusty",
@@ -117,6 +118,7 @@ def test_check_warns_when_the_seed_scores_0_for_want_of_a_command(tmp_path: Path
     ) in " ".join(done.stderr.split())
 
 
+@pytest.mark.system
 def test_check_says_which_module_a_failing_seed_lacks(tmp_path: Path) -> None:
     folder = openevolve_folder(
         tmp_path / "wavelets",
@@ -137,6 +139,7 @@ def test_check_says_which_module_a_failing_seed_lacks(tmp_path: Path) -> None:
     ) in said
 
 
+@pytest.mark.system
 def test_a_seed_that_scores_well_gets_no_warning(tmp_path: Path) -> None:
     folder = openevolve_folder(
         tmp_path / "fine",

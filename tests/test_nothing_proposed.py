@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from evolve.store import Store
 from tests.fakes.llm_server import Fail, ScriptedLLMServer
 from tests.test_openevolve import (
@@ -20,6 +22,8 @@ from tests.test_openevolve import (
     folder_with,
     primary_secondary,
 )
+
+pytestmark = pytest.mark.system
 
 PINNED_SEED = "# EVOLVE-BLOCK-START\nA = 1  # @knob int 1..1\n# EVOLVE-BLOCK-END\n"
 KNOBLESS_SEED = "# EVOLVE-BLOCK-START\nA = 1\n# EVOLVE-BLOCK-END\n"

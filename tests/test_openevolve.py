@@ -555,6 +555,7 @@ def without_openai_key() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if name != "OPENAI_API_KEY"}
 
 
+@pytest.mark.system
 def test_evolve_runs_the_folder_unchanged(tmp_path: Path) -> None:
     with ScriptedLLMServer(default=answer_closer) as server:
         folder = openevolve_folder(
@@ -587,6 +588,7 @@ def test_evolve_runs_the_folder_unchanged(tmp_path: Path) -> None:
     assert "is not low" in latest.feedback or "is low" in latest.feedback  # artifacts shown
 
 
+@pytest.mark.system
 def test_a_primary_model_at_the_configs_api_base_is_asked(tmp_path: Path) -> None:
     """The shape that ran the autotuner instead, and ended with the seed as best: every
     proposal is the model's, none the autotuner's or the finisher's (the program has no
@@ -614,6 +616,7 @@ def test_a_primary_model_at_the_configs_api_base_is_asked(tmp_path: Path) -> Non
     assert best.score is not None and best.score > 1 / 40
 
 
+@pytest.mark.system
 def test_a_model_without_a_key_stops_before_anything_starts(tmp_path: Path) -> None:
     folder = folder_with(tmp_path / "t", primary_secondary(api_base="https://openrouter.ai/api/v1"))
     shown = evolve_run(folder, tmp_path / "results", env=without_openai_key())

@@ -215,6 +215,7 @@ def test_a_write_past_the_file_size_limit_names_the_limit(sandbox: ProcessSandbo
     )
 
 
+@pytest.mark.system
 def test_forks_past_the_process_limit_name_the_limit() -> None:
     """Isolated only: bubblewrap runs the job as a uid of its own (nobody, under root), which
     RLIMIT_NPROC binds; a plain process of root it does not."""

@@ -118,6 +118,7 @@ def test_a_proposal_groups_its_streamed_calls_and_settles_once(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.system
 def test_a_settlement_that_lacks_a_streamed_call_still_counts_and_links_it(
     tmp_path: Path, backend: str
 ) -> None:

@@ -80,6 +80,7 @@ def job(image: str | None, code: str) -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.mark.system
 def test_the_jobs_python_imports_the_requirements_and_what_it_had(offline: Path) -> None:
     said: list[str] = []
     folder = process.provision(image=None, packages=["jq"], pip=[REQUIREMENT], progress=said.append)
@@ -153,6 +154,7 @@ def test_an_environment_this_host_lacks_is_unavailable_and_an_image_name_is_dock
     assert process.open_sandbox(image="evolve-sandbox:0123").python == detect().python
 
 
+@pytest.mark.system
 def test_evolve_check_installs_the_requirements_and_the_evaluator_imports_them(
     offline: Path, tmp_path: Path
 ) -> None:

@@ -690,6 +690,7 @@ def test_the_prompt_task_scores_text_the_same_every_time_and_rewards_better_prom
     assert better.metrics["combined_score"] > first.metrics["combined_score"]
 
 
+@pytest.mark.system
 def test_evolve_runs_the_circle_packing_example(tmp_path: Path) -> None:
     folder = tmp_path / "circle_packing"
     shutil.copytree(ROOT / "tasks" / "circle_packing", folder)

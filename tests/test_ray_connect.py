@@ -174,6 +174,7 @@ def _the_one_error_line(done: subprocess.CompletedProcess[str]) -> tuple[str, st
     return lines[0], printed
 
 
+@pytest.mark.system
 def test_a_driver_without_the_token_hears_why_and_how_to_fix_it_at_once(
     head: Head, tmp_path: Path
 ) -> None:
@@ -186,6 +187,7 @@ def test_a_driver_without_the_token_hears_why_and_how_to_fix_it_at_once(
     assert "gcs_client" in printed and "InvalidAuthToken" in printed  # kept, not lost
 
 
+@pytest.mark.system
 def test_a_wrong_token_is_named_as_wrong(head: Head, tmp_path: Path) -> None:
     done, took = _join(head, tmp_path, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "wrong"})
     line, _ = _the_one_error_line(done)
@@ -194,12 +196,14 @@ def test_a_wrong_token_is_named_as_wrong(head: Head, tmp_path: Path) -> None:
     assert took < FAST_S, f"{took:.1f}s"
 
 
+@pytest.mark.system
 def test_token_mode_without_a_token_is_named(head: Head, tmp_path: Path) -> None:
     done, _ = _join(head, tmp_path, {"RAY_AUTH_MODE": "token"})
     line, _ = _the_one_error_line(done)
     assert "RAY_AUTH_MODE=token, but this machine has no Ray token" in line
 
 
+@pytest.mark.system
 def test_the_fix_the_line_names_joins_the_cluster(head: Head, tmp_path: Path) -> None:
     """RAY_AUTH_MODE=token and the head's token in ~/.ray/auth_token, as the line says."""
     home = tmp_path / "driver-home"
@@ -211,6 +215,7 @@ def test_the_fix_the_line_names_joins_the_cluster(head: Head, tmp_path: Path) ->
     assert not RAW_RAY.search(done.stdout + done.stderr), done.stdout + done.stderr
 
 
+@pytest.mark.system
 def test_another_ray_or_python_on_the_cluster_names_both_versions(
     head: Head, tmp_path: Path
 ) -> None:

@@ -18,6 +18,8 @@ from evolve.store import Store
 from tests.fakes.llm_server import Fail, ScriptedLLMServer
 from tests.test_openevolve import EVALUATOR, PROGRAM
 
+pytestmark = pytest.mark.system
+
 CONCURRENCY = 4
 WORKERS = 1
 KEY_ENV = "SCRIPTED_KEY"

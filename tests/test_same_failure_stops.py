@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.llm_server import Fail, Reply, ScriptedLLMServer
 from tests.test_refused_key import CONCURRENCY, WORKERS, evolve_run, guess_task, the_run
+
+pytestmark = pytest.mark.system
 
 SAME_FAILURES = 20  # llm.same_failures by default
 SLOTS = CONCURRENCY + WORKERS  # proposals made at once

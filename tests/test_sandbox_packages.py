@@ -74,6 +74,7 @@ def test_what_is_not_a_debian_name_is_refused(name: str) -> None:
         SandboxSpec(packages=[name])
 
 
+@pytest.mark.system
 def test_a_bad_name_fails_the_task_file_on_its_own_line(tmp_path: Path) -> None:
     task = write_task(tmp_path, "packages:\n  - jq\n  - python3_six\n")
     line = task.read_text().splitlines().index("    - python3_six") + 1
@@ -192,6 +193,7 @@ def test_a_failed_build_stops_the_run_naming_the_command(tmp_path: Path) -> None
     assert not (tmp_path / "results" / "evolve.db").exists()
 
 
+@pytest.mark.system
 def test_the_process_sandbox_warns_that_it_installs_no_debian_package(tmp_path: Path) -> None:
     sandbox = "backend: process\npackages: [python3, no-such-pkg]\n"
     task = write_task(tmp_path / "task", sandbox, BY_PRINTF)

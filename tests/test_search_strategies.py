@@ -290,6 +290,7 @@ def test_pareto_keeps_a_program_without_an_objective_off_the_front() -> None:
 # -- the task file -------------------------------------------------------------------------
 
 
+@pytest.mark.system
 def test_pareto_with_one_objective_fails_at_load_on_the_strategy_line(tmp_path: Path) -> None:
     task = write_synthetic_task(tmp_path / "task")
     text = task.read_text().replace("search:\n", "search:\n  strategy: pareto\n")

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from evolve.secrets import Keys, is_secret, lookup, secret_names, withheld
 from tests.conftest import descendants, write_matmul_task
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, prompt_text
@@ -117,6 +119,7 @@ def hunter() -> Callable[[dict[str, Any]], Reply]:
     return answer
 
 
+@pytest.mark.system
 def test_no_key_reaches_ray_a_candidate_the_store_the_results_or_the_logs(tmp_path: Path) -> None:
     with ScriptedLLMServer(default=hunter()) as server:
         model = {"model": "scripted", "base_url": server.openai_url, "api_key_env": KEY_VAR}

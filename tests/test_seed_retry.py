@@ -14,6 +14,8 @@ import pytest
 from evolve.store import Store
 from tests.conftest import write_synthetic_task
 
+pytestmark = pytest.mark.system
+
 EVOLVE = [sys.executable, "-m", "evolve"]
 
 

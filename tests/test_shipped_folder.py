@@ -91,6 +91,7 @@ def shipped(folder: Path) -> dict[str, str]:
     return {name: value for name, value in pairs if not name.startswith("__evolve_")}
 
 
+@pytest.mark.system
 def test_binary_files_and_subfolders_reach_the_sandbox_as_their_bytes(tmp_path: Path) -> None:
     folder = openevolve_folder(tmp_path / "task")
     seen = shipped(folder)
@@ -119,6 +120,7 @@ def test_every_shipped_file_is_fingerprinted_by_its_bytes(tmp_path: Path) -> Non
     ]
 
 
+@pytest.mark.system
 def test_files_names_what_goes_and_subfolders_by_glob(tmp_path: Path) -> None:
     folder = openevolve_folder(tmp_path / "task")
     (folder / "task.yaml").write_text(
@@ -182,6 +184,7 @@ def test_a_link_out_of_the_folder_is_refused_and_a_linked_folder_not_entered(
         load_task(folder)
 
 
+@pytest.mark.system
 def test_a_task_yaml_ships_its_subfolders_too(tmp_path: Path) -> None:
     folder = openevolve_folder(tmp_path / "task")
     (folder / "config.yaml").unlink()

@@ -196,6 +196,7 @@ def test_naming_the_config_warns_that_the_task_yaml_beside_it_is_not_read(tmp_pa
     assert "the task.yaml beside config.yaml is not read: run the folder to use it" in task.warnings
 
 
+@pytest.mark.system
 def test_sandbox_build_task_takes_the_extension(tmp_path: Path) -> None:
     root = folder(tmp_path / "t", "openevolve: config.yaml\nsandbox: {packages: [Not-A-Name]}\n")
     done = subprocess.run(

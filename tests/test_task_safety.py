@@ -78,6 +78,7 @@ def alias_bomb(levels: int) -> str:
 # -- the file itself ---------------------------------------------------------------
 
 
+@pytest.mark.system
 def test_a_recursive_alias_is_refused_at_its_line(tmp_path: Path) -> None:
     path = write(tmp_path, "name: demo\nseed: &loop [prog.py, *loop]\n")
     line = refusal(evolve_run(path, cwd=tmp_path), path)
@@ -85,6 +86,7 @@ def test_a_recursive_alias_is_refused_at_its_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("levels", [4, 9, 30])
+@pytest.mark.system
 def test_an_alias_bomb_is_refused_before_it_is_expanded(tmp_path: Path, levels: int) -> None:
     """30 levels stand for 10**30 nodes: finishing at all shows nothing was expanded."""
     path = write(tmp_path, alias_bomb(levels))
@@ -119,6 +121,7 @@ def test_aliases_within_the_limits_still_work(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 10_000, 200_000])
+@pytest.mark.system
 def test_deep_nesting_is_refused_at_the_level_past_the_limit(tmp_path: Path, depth: int) -> None:
     path = write(tmp_path, "name: demo\nseed: " + "[" * depth + "\n")
     line = refusal(evolve_run(path, cwd=tmp_path), path)
@@ -135,6 +138,7 @@ def test_aliases_cannot_nest_deeper_than_the_limit(tmp_path: Path) -> None:
     assert caught.value.message == f"alias *a nests the file more than {MAX_DEPTH} levels deep"
 
 
+@pytest.mark.system
 def test_a_50_mb_file_is_refused_by_its_size(tmp_path: Path) -> None:
     path = tmp_path / "task.yaml"
     size = 50 * 1024 * 1024
@@ -154,6 +158,7 @@ def test_a_file_that_claims_too_little_is_read_no_further_than_the_cap() -> None
         read_bounded(Path("/proc/self/maps"), 10)
 
 
+@pytest.mark.system
 def test_a_fifo_task_file_is_refused_not_waited_on(tmp_path: Path) -> None:
     """Opening a FIFO that no one writes to would block forever: the timeout is the test."""
     path = tmp_path / "task.yaml"
@@ -179,6 +184,7 @@ def test_stored_text_over_the_cap_is_refused(monkeypatch: pytest.MonkeyPatch) ->
         parse_task("name: demo\n", Path("task.yaml"))
 
 
+@pytest.mark.system
 def test_a_binary_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "task.yaml"
     path.write_bytes(b"name: demo\n\x7fELF\x02\x01\x01\x00\x00")
@@ -189,6 +195,7 @@ def test_a_binary_file_is_refused(tmp_path: Path) -> None:
         load_task(path)
 
 
+@pytest.mark.system
 def test_the_cap_is_set_by_the_environment(tmp_path: Path) -> None:
     path = write_synthetic_task(tmp_path / "task")
     size = path.stat().st_size
@@ -316,6 +323,7 @@ def with_escape(task: Path, case: str, path: str) -> int:
 
 
 @pytest.mark.parametrize("case", PARAMS)
+@pytest.mark.system
 def test_every_path_param_is_confined_to_the_task_folder(tmp_path: Path, case: str) -> None:
     """Through the real command, with a symlink: the subtlest of the three ways out."""
     name, _, field, folder = PARAMS[case]
@@ -389,6 +397,7 @@ def key_line(task: Path, key_text: str) -> int:
 
 
 @pytest.mark.parametrize("case", [case for case, (*_, folder) in PARAMS.items() if not folder])
+@pytest.mark.system
 def test_a_fifo_a_task_names_is_refused_not_waited_on(tmp_path: Path, case: str) -> None:
     """Through the real command, which would block for good on opening the FIFO."""
     name, key_text, field, _ = PARAMS[case]
@@ -403,6 +412,7 @@ def test_a_fifo_a_task_names_is_refused_not_waited_on(tmp_path: Path, case: str)
     )
 
 
+@pytest.mark.system
 def test_a_fifo_among_the_templates_is_refused(tmp_path: Path) -> None:
     task = task_copy(tmp_path, "matmul_c")
     (task.parent / "prompts").mkdir()
@@ -448,6 +458,7 @@ def test_a_device_or_folder_a_task_names_is_refused(
         ("seed: seed.c", "loop", "seed", "Symlink loop"),
     ],
 )
+@pytest.mark.system
 def test_a_path_no_file_can_have_is_refused_at_its_key(
     tmp_path: Path, key_text: str, path: str, field: str, message: str
 ) -> None:
@@ -478,6 +489,7 @@ def test_the_fingerprint_covers_every_file_the_task_names(tmp_path: Path) -> Non
     assert parse_task(loaded.text, task).digest == loaded.digest
 
 
+@pytest.mark.system
 def test_resume_refuses_a_task_whose_files_changed(tmp_path: Path) -> None:
     task = write_synthetic_task(tmp_path / "task", candidates=2)
     evolve_run(task, "--name", "r1", "--workers", "1", "--plain", cwd=tmp_path)

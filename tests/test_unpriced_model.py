@@ -48,6 +48,7 @@ def a_run(tmp_path: Path, priced: bool) -> tuple[Path, Store, str]:
     return results, store, run_name
 
 
+@pytest.mark.system
 def test_an_unpriced_model_shows_unpriced_beside_its_tokens(tmp_path: Path) -> None:
     results, store, run_name = a_run(tmp_path, priced=False)
     spent_usd, tokens = store.llm_spend(run_name)
@@ -67,6 +68,7 @@ def test_an_unpriced_model_shows_unpriced_beside_its_tokens(tmp_path: Path) -> N
     assert "unpriced" in page and "$0.0000" not in page
 
 
+@pytest.mark.system
 def test_a_priced_model_still_shows_dollars(tmp_path: Path) -> None:
     results, store, run_name = a_run(tmp_path, priced=True)
     spent_usd, tokens = store.llm_spend(run_name)

@@ -104,6 +104,7 @@ def row(output: str, name: str) -> str:
     return next(line for line in output.splitlines() if f" {name} " in f" {line} ")
 
 
+@pytest.mark.system
 def test_every_view_of_an_unverified_run_says_so_and_of_a_verified_one_does_not(
     tmp_path: Path,
 ) -> None:
@@ -255,6 +256,7 @@ def test_function_minimization_verify_recomputes_what_the_searches_give() -> Non
         verifier({}, {"stage1_searches": moved})
 
 
+@pytest.mark.system
 def test_a_run_of_a_forging_seed_crowns_nothing(tmp_path: Path) -> None:
     folder = tmp_path / "function_minimization"
     folder.mkdir()

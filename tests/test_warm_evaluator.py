@@ -262,6 +262,7 @@ def test_an_evaluator_that_imports_the_program_at_its_top_sees_each_candidates_o
     assert run(importing, sandbox, "SCORE = 0.75").metrics["combined_score"] == 0.75
 
 
+@pytest.mark.system
 def test_a_read_only_folder_bound_under_tmp_survives_the_warm_servers_scrubs(
     tmp_path: Path,
 ) -> None:
