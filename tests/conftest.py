@@ -242,3 +242,8 @@ def descendants(root: int) -> set[int]:
         frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
         found |= frontier
     return found
+
+
+def unique_sleep() -> str:
+    """A sleep whose command line is unique to this test: 1000.<random digits> seconds."""
+    return f"1000.{uuid.uuid4().int % 10**9}"

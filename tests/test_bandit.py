@@ -20,9 +20,9 @@ from evolve.engine import Engine
 from evolve.search.bandit import ArmStats, CostAwareBandit, improvement_reward
 from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
-from tests.conftest import write_synthetic_task
+from tests.conftest import EVOLVE, write_synthetic_task
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, prompt_text
-from tests.test_cli import EVOLVE, _kill_group, evolve
+from tests.helpers.cli import evolve, kill_group
 
 GOOD, BAD = "openai-compatible:good", "openai-compatible:bad"
 
@@ -193,7 +193,7 @@ def test_a_killed_adaptive_run_resumes_with_its_ledger_and_bandit_state(tmp_path
             driver.send_signal(signal.SIGKILL)
             driver.wait(timeout=30)
         finally:
-            _kill_group(driver)
+            kill_group(driver)
 
         with Store(f"sqlite:///{db}") as store:
             before = pulls_match_the_ledger(store, "bandit")

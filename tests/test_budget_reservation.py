@@ -10,10 +10,7 @@ set down when each request arrives, so the ledger is compared with what the serv
 
 from __future__ import annotations
 
-import math
 import re
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,68 +18,19 @@ import pytest
 
 from evolve.engine import Engine
 from evolve.llm.records import LLMCall
-from evolve.llm.reservations import Book, prompt_tokens_bound
+from evolve.llm.reservations import Book
 from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
-from tests.fakes.llm_server import Reply, ScriptedLLMServer, Stall, prompt_text
-from tests.test_llm_run import PRICE_IN, PRICE_OUT, raise_a
-from tests.test_llm_run import _task as llm_task
+from tests.fakes.llm_server import ScriptedLLMServer
+from tests.helpers.llm_runs import (
+    MAX_TOKENS,
+    PRICE_IN,
+    PRICE_OUT,
+    BillingModel,
+    billed_task,
+)
 
 RUN = "reserve"
-MAX_TOKENS = 200
-ANSWER_TOKENS = 60
-
-
-class BillingModel:
-    """A model that raises knob A, reports usage as a tokenizer would (a token per four
-    characters of prompt), and bills each request as it arrives: `stalls(n)` says whether
-    the n-th request (from 0) is answered only after `stall_s`, past the client's timeout,
-    and so billed its worst case."""
-
-    def __init__(
-        self, stalls: Callable[[int], bool] = lambda n: False, stall_s: float = 0.0
-    ) -> None:
-        self.stalls, self.stall_s = stalls, stall_s
-        self.billed: list[int] = []  # tokens, request by request
-        self._lock = threading.Lock()
-
-    def __call__(self, body: dict[str, Any]) -> Reply | Stall:
-        text = prompt_text(body)
-        with self._lock:
-            number = len(self.billed)
-            stalled = self.stalls(number)
-            if stalled:
-                tokens_in, tokens_out = prompt_tokens_bound([text]), body["max_tokens"]
-            else:
-                tokens_in, tokens_out = math.ceil(len(text) / 4), ANSWER_TOKENS
-            self.billed.append(tokens_in + tokens_out)
-        answer = raise_a(body)
-        reply = Reply(answer.text, input_tokens=tokens_in, output_tokens=tokens_out)
-        return Stall(self.stall_s, reply) if stalled else reply
-
-
-def write_task(
-    tmp_path: Path,
-    url: str,
-    *,
-    candidates: int = 500,
-    budget: str = "",
-    timeout_s: float = 5,
-    concurrency: int = 8,
-) -> Path:
-    """test_llm_run's task (the scripted model priced), with `budget` lines added, and
-    `concurrency` model requests in flight at once."""
-    path = llm_task(tmp_path, url, candidates=candidates)
-    text = path.read_text().replace(
-        f"  candidates: {candidates}\n", f"  candidates: {candidates}\n{budget}"
-    )
-    text = text.replace(
-        "  timeout_s: 2\n",
-        f"  timeout_s: {timeout_s}\n  max_tokens: {MAX_TOKENS}\n  max_attempts: 2\n"
-        f"  concurrency: {concurrency}\n  finisher_share: 0\n",
-    )
-    path.write_text(text)
-    return path
 
 
 def run(tmp_path: Path, task_file: Path) -> tuple[Any, Store]:
@@ -109,7 +57,7 @@ def test_a_token_budget_with_many_proposals_in_flight_is_never_passed(tmp_path: 
     limit = 12_000
     model = BillingModel()
     with ScriptedLLMServer(default=model) as server:
-        task = write_task(tmp_path, server.openai_url, budget=f"  tokens: {limit}\n")
+        task = billed_task(tmp_path, server.openai_url, budget=f"  tokens: {limit}\n")
         outcome, store = run(tmp_path, task)
         billed = sum(model.billed)
 
@@ -125,7 +73,7 @@ def test_a_token_budget_with_many_proposals_in_flight_is_never_passed(tmp_path: 
 def test_a_usd_budget_with_many_proposals_in_flight_is_never_passed(tmp_path: Path) -> None:
     limit = 0.02
     with ScriptedLLMServer(default=BillingModel()) as server:
-        task = write_task(tmp_path, server.openai_url, budget=f"  usd: {limit}\n")
+        task = billed_task(tmp_path, server.openai_url, budget=f"  usd: {limit}\n")
         outcome, store = run(tmp_path, task)
         requests = len(server.requests)
 
@@ -148,7 +96,7 @@ def test_a_request_that_outlasts_the_timeout_is_charged_as_the_provider_bills_it
     limit = 30_000
     model = BillingModel(stalls=lambda n: n % 3 == 1, stall_s=6.0)
     with ScriptedLLMServer(default=model) as server:
-        task = write_task(tmp_path, server.openai_url, budget=f"  tokens: {limit}\n", timeout_s=3)
+        task = billed_task(tmp_path, server.openai_url, budget=f"  tokens: {limit}\n", timeout_s=3)
         outcome, store = run(tmp_path, task)
         billed = sum(model.billed)
 

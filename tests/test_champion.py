@@ -20,7 +20,7 @@ from evolve.task import ChampionSpec
 from evolve.taskfile import load_task, make_evaluator
 from evolve.ui.tables import candidate_view, leaderboard
 from tests.conftest import store_record, write_synthetic_task
-from tests.test_engine import Recorder, _run
+from tests.helpers.engine_runs import Recorder, run_engine
 
 RUN = "r1"
 
@@ -207,7 +207,7 @@ def run_with_suspects(
     suspect's drift is counted on the worker that measures it."""
     params = f"{{target: 200, suspect_above: 12, {suspects}}}"
     task_file = write_synthetic_task(tmp_path / "task", candidates=30, params=params)
-    outcome, store, recorder = _run(tmp_path, task_file, workers=1)
+    outcome, store, recorder = run_engine(tmp_path, task_file, workers=1)
     return task_file, store, recorder, outcome.best
 
 

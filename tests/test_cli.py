@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -18,17 +16,10 @@ import pytest
 
 from evolve.store import Store
 from sandboxes import docker_available
-from tests.conftest import postgres_schema, write_synthetic_task
+from tests.conftest import EVOLVE, postgres_schema, write_synthetic_task
+from tests.helpers.cli import evolve, kill_group
 
 pytestmark = pytest.mark.system
-
-EVOLVE = [sys.executable, "-m", "evolve"]
-
-
-def evolve(*args: str | Path, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*EVOLVE, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout
-    )
 
 
 def test_run_then_leaderboard_and_show(tmp_path: Path) -> None:
@@ -108,7 +99,7 @@ def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(
         driver.send_signal(signal.SIGKILL)
         driver.wait(timeout=30)
     finally:
-        _kill_group(driver)
+        kill_group(driver)
     with Store(store_url) as store:
         finished_before = _evaluations(store)  # whatever committed before the kill
         assert store.count_candidates("crash") < 40
@@ -135,11 +126,6 @@ def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(
 def _evaluations(store: Store) -> dict[int, tuple[int, str]]:
     """Every recorded evaluation of the run: id -> (candidate, status)."""
     return {e.id: (e.candidate_id, e.status) for e in store.run_evaluations("crash")}
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
 
 
 @pytest.mark.docker
@@ -183,7 +169,7 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path: Path) -> None:
         driver.send_signal(signal.SIGINT)
         out, _ = driver.communicate(timeout=60)
     finally:
-        _kill_group(driver)
+        kill_group(driver)
     assert driver.returncode == 130
     assert "stopped. Continue with: evolve run --resume int" in out
     with Store(f"sqlite:///{db}") as store:

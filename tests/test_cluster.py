@@ -26,8 +26,8 @@ from evolve.pool import START_DEADLINE_S
 from evolve.store import EvaluationRecord, Store
 from sandboxes import docker_available
 from tests.conftest import EVOLVE, wait_for_driver, write_synthetic_task
+from tests.helpers.stores import raw_engine
 from tests.ray_nodes import RayNodes
-from tests.test_store import raw_engine
 
 pytestmark = [pytest.mark.docker, pytest.mark.postgres]
 

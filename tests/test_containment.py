@@ -21,7 +21,7 @@ import pytest
 
 from evolve.sandbox import Limits, Sandbox
 from sandboxes import DockerSandbox
-from tests.conftest import open_backend
+from tests.conftest import open_backend, unique_sleep
 
 GONE_WITHIN_S = 5.0
 HOST_SECRET = "evolve-containment-secret-4be1"
@@ -71,11 +71,6 @@ def gone(marker: str) -> bool:
     while marked_pids(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     return not marked_pids(marker)
-
-
-def unique_sleep() -> str:
-    """A sleep whose command line is unique to this test: 1000.<random digits> seconds."""
-    return f"1000.{uuid.uuid4().int % 10**9}"
 
 
 def run(sandbox: Sandbox, script: str, **limits: float) -> tuple[str, bool, list[str]]:

@@ -15,50 +15,19 @@ from evaluators.synthetic import SyntheticEvaluator
 from evolve import outage
 from evolve.champion import is_flagged
 from evolve.engine import Engine
-from evolve.events import Event, Snapshot
 from evolve.program import Program
 from evolve.results import EvalResult
 from evolve.sandbox import Sandbox, SandboxUnavailable
 from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
 from tests.conftest import write_synthetic_task
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-        self.snapshots: list[Snapshot] = []
-
-    def event(self, event: Event) -> None:
-        self.events.append(event)
-
-    def tick(self, snapshot: Snapshot) -> None:
-        self.snapshots.append(snapshot)
-
-
-def _run(tmp_path: Path, task_file: Path, *, workers: int = 2, seed: int = 7):
-    task = load_task(task_file)
-    store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
-    run = store.create_run(
-        "r1", task_path=str(task.path), task_yaml=task.text, seed=seed, settings={}
-    )
-    recorder = Recorder()
-    engine = Engine(
-        task,
-        store,
-        run,
-        make_evaluator(task),
-        workers=workers,
-        results_dir=tmp_path / "results",
-        observer=recorder,
-    )
-    return engine.run(), store, recorder
+from tests.helpers.engine_runs import Recorder, run_engine
 
 
 @pytest.mark.usefixtures("ray_session")
 def test_a_run_reaches_its_budget_improves_and_keeps_full_lineage(tmp_path: Path) -> None:
     task_file = write_synthetic_task(tmp_path / "task", candidates=60, migration_interval=5)
-    outcome, store, recorder = _run(tmp_path, task_file)
+    outcome, store, recorder = run_engine(tmp_path, task_file)
 
     assert outcome.reason.startswith("candidate budget reached")
     assert store.count_candidates("r1") == 60
@@ -89,7 +58,7 @@ def test_failing_candidates_are_recorded_and_the_run_goes_on(tmp_path: Path) -> 
     task_file = write_synthetic_task(
         tmp_path / "task", candidates=40, params="{target: 100, fail_above: 3.5}"
     )
-    outcome, store, recorder = _run(tmp_path, task_file)
+    outcome, store, recorder = run_engine(tmp_path, task_file)
 
     counts = store.status_counts("r1")
     assert counts.get("check_failed", 0) > 0 and counts.get("ok", 0) > 0
@@ -109,7 +78,7 @@ def test_failing_candidates_are_recorded_and_the_run_goes_on(tmp_path: Path) -> 
 @pytest.mark.usefixtures("ray_session")
 def test_a_failing_seed_ends_the_run_with_a_reason(tmp_path: Path) -> None:
     task_file = write_synthetic_task(tmp_path / "task", params="{target: 100, fail_above: 1}")
-    outcome, store, _ = _run(tmp_path, task_file)
+    outcome, store, _ = run_engine(tmp_path, task_file)
     assert "the seed is not usable (status check_failed)" in outcome.reason
     assert outcome.best is None
     assert store.count_candidates("r1") == 1
@@ -128,7 +97,7 @@ def test_the_wall_time_budget_holds_with_evaluations_in_flight(tmp_path: Path) -
         text.replace("  backend: process\n", "  backend: process\n  timeout_s: 1\n")
     )
     started = time.monotonic()
-    outcome, store, recorder = _run(tmp_path, task_file, workers=1)
+    outcome, store, recorder = run_engine(tmp_path, task_file, workers=1)
     took = time.monotonic() - started
 
     assert outcome.reason.startswith("wall-time budget reached")
@@ -182,7 +151,7 @@ def test_a_resumed_run_picks_its_parents_without_reading_them_one_by_one(
 ) -> None:
     """Its best candidates are read together as it resumes (evolve/candidate_cache.py):
     the parents it picks among them cost no read of their own in the loop."""
-    _run(tmp_path, write_synthetic_task(tmp_path / "first", candidates=40))[1].close()
+    run_engine(tmp_path, write_synthetic_task(tmp_path / "first", candidates=40))[1].close()
     store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
     task = load_task(write_synthetic_task(tmp_path / "more", candidates=80))
     engine = Engine(

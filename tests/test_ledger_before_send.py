@@ -25,8 +25,8 @@ from evolve.store import Store, default_url
 from evolve.store.upgrade import MIGRATIONS
 from tests.conftest import SYNTHETIC_SEED, postgres_schema
 from tests.fakes.llm_server import ScriptedLLMServer
-from tests.test_budget_reservation import BillingModel, write_task
-from tests.test_store import raw_engine
+from tests.helpers.llm_runs import BillingModel, billed_task
+from tests.helpers.stores import raw_engine
 
 RUN = "before-send"
 ANSWERED = 5  # requests answered before the model stalls every request
@@ -56,7 +56,7 @@ def test_a_kill_9_with_requests_in_flight_then_resume_charges_what_the_provider_
     model = BillingModel(stalls=lambda n: n >= ANSWERED, stall_s=600)
     with ScriptedLLMServer(default=model) as server:
         # The stalled requests are killed with the driver, never timed out and retried.
-        task = write_task(tmp_path, server.openai_url, candidates=12, timeout_s=300, concurrency=4)
+        task = billed_task(tmp_path, server.openai_url, candidates=12, timeout_s=300, concurrency=4)
         driver = subprocess.Popen(
             [*evolve, "run", str(task), "--name", RUN, "--workers", "1", "--plain"],
             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

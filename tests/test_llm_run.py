@@ -25,26 +25,16 @@ import pytest
 from evolve.engine import Engine
 from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
-from tests.conftest import write_matmul_task, write_synthetic_task
+from tests.conftest import write_matmul_task
 from tests.fakes.llm_server import Empty, Fail, Reply, ScriptedLLMServer, prompt_text
-from tests.test_engine import Recorder
-
-TOKENS_IN, TOKENS_OUT = 100, 50
-PRICE_IN, PRICE_OUT = 2.0, 8.0  # USD per million tokens
-CALL_USD = (TOKENS_IN * PRICE_IN + TOKENS_OUT * PRICE_OUT) / 1e6
-
-
-def raise_a(body: dict[str, Any], by: int = 7) -> Reply:
-    """A sensible model: the first `A = N` line it was shown is the parent's; raise N."""
-    line = re.search(r"^A = (\d+)  # @knob int 0\.\.64$", prompt_text(body), re.M)
-    assert line, "the prompt did not show the parent's code"
-    value = int(line.group(1))
-    diff = (
-        "Raising A moves the sum towards the target.\n"
-        f"<<<<<<< SEARCH\n{line.group(0)}\n=======\nA = {min(value + by, 64)}  # @knob int 0..64\n"
-        ">>>>>>> REPLACE\n"
-    )
-    return Reply(diff, input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT)
+from tests.helpers.engine_runs import Recorder
+from tests.helpers.llm_runs import (
+    CALL_USD,
+    TOKENS_IN,
+    TOKENS_OUT,
+    llm_task,
+    raise_a,
+)
 
 
 def reply(text: str) -> Reply:
@@ -78,27 +68,6 @@ class FixingTheProse:
         return step(body) if callable(step) else step
 
 
-def _task(tmp_path: Path, url: str, *, candidates: int, budget_usd: float | None = None) -> Path:
-    task = write_synthetic_task(tmp_path / "task", candidates=candidates, islands=1)
-    usd = f"\n  usd: {budget_usd}" if budget_usd else ""
-    text = task.read_text().replace(
-        f"  candidates: {candidates}\n", f"  candidates: {candidates}{usd}\n"
-    )
-    task.write_text(
-        text
-        + f"""mutators:
-  - name: diff
-llm:
-  models:
-    - {{model: scripted, base_url: "{url}"}}
-  timeout_s: 2
-  prices:
-    "openai-compatible:scripted": {{input_per_mtok: {PRICE_IN}, output_per_mtok: {PRICE_OUT}}}
-"""
-    )
-    return task
-
-
 def _run(tmp_path: Path, task_file: Path, observer: Any = None) -> tuple[Any, Store]:
     task = load_task(task_file)
     store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
@@ -128,7 +97,7 @@ def test_a_model_run_survives_a_real_apis_failures_and_improves(tmp_path: Path) 
         OUTSIDE,  # the repair fails too: the proposal is dropped, its calls are kept
     ]
     with ScriptedLLMServer(default=FixingTheProse(script)) as server:
-        outcome, store = _run(tmp_path, _task(tmp_path, server.openai_url, candidates=8))
+        outcome, store = _run(tmp_path, llm_task(tmp_path, server.openai_url, candidates=8))
         requests = len(server.requests)
 
     assert outcome.reason == "candidate budget reached (8)"
@@ -170,7 +139,7 @@ def test_a_usd_budget_stops_the_run_before_a_request_could_pass_the_limit(
     next one no longer fits, so its spend is under the limit by less than that worst case."""
     limit = 12 * CALL_USD
     with ScriptedLLMServer(default=raise_a) as server:
-        task = _task(tmp_path, server.openai_url, candidates=50, budget_usd=limit)
+        task = llm_task(tmp_path, server.openai_url, candidates=50, budget_usd=limit)
         task.write_text(
             task.read_text().replace("  timeout_s: 2\n", "  timeout_s: 2\n  max_tokens: 60\n")
         )
@@ -219,7 +188,7 @@ def fix_or_raise() -> Callable[[dict[str, Any]], Reply]:
 @pytest.mark.usefixtures("ray_session")
 def test_fix_repairs_failed_candidates_and_crossover_records_both_parents(tmp_path: Path) -> None:
     with ScriptedLLMServer(default=fix_or_raise()) as server:
-        task = _task(tmp_path, server.openai_url, candidates=30)
+        task = llm_task(tmp_path, server.openai_url, candidates=30)
         text = task.read_text().replace("{target: 100}", "{target: 100, fail_above: 40}")
         text = text.replace("  timeout_s: 2\n", "  timeout_s: 2\n  finisher_share: 0\n")
         text = text.replace(
@@ -248,7 +217,7 @@ def test_fix_repairs_failed_candidates_and_crossover_records_both_parents(tmp_pa
 @pytest.mark.usefixtures("ray_session")
 def test_the_autotuner_finishes_what_the_model_made(tmp_path: Path) -> None:
     with ScriptedLLMServer(default=raise_a) as server:
-        task = _task(tmp_path, server.openai_url, candidates=16)
+        task = llm_task(tmp_path, server.openai_url, candidates=16)
         task.write_text(
             task.read_text().replace("  timeout_s: 2\n", "  timeout_s: 2\n  finisher_share: 0.5\n")
         )
@@ -331,7 +300,7 @@ def test_model_requests_never_outnumber_the_slots_and_the_next_ones_wait_ready(
     slots = concurrency + 1
     model = SlowNewLines(0.5, wave=slots)
     with ScriptedLLMServer(default=model) as server:
-        task_file = _task(tmp_path, server.openai_url, candidates=candidates)
+        task_file = llm_task(tmp_path, server.openai_url, candidates=candidates)
         # Past the first wave's hold (30 s at most), so no held request is timed out and sent again.
         text = task_file.read_text().replace("  timeout_s: 2\n", "  timeout_s: 60\n")
         # Every slot on the seed at once, as this test needs: no spreading over parents.

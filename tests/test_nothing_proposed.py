@@ -15,7 +15,7 @@ import pytest
 
 from evolve.store import Store
 from tests.fakes.llm_server import Fail, ScriptedLLMServer
-from tests.test_openevolve import (
+from tests.helpers.guessing import (
     EVALUATOR,
     PROGRAM,
     answer_closer,

@@ -5,12 +5,10 @@ description in each shape its examples take."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,36 +16,14 @@ from evolve.openevolve import REFUSED
 from evolve.store import Store
 from evolve.taskfile import LoadedTask, load_task
 from evolve.taskproblems import TaskFileError
-from tests.fakes.llm_server import Reply, ScriptedLLMServer, prompt_text
-
-PROGRAM = '''"""Guess the answer."""
-
-
-# EVOLVE-BLOCK-START
-def guess():
-    return 3
-# EVOLVE-BLOCK-END
-
-
-def run():
-    return guess()
-'''
-
-EVALUATOR = """import importlib.util
-
-from openevolve.evaluation_result import EvaluationResult
-
-
-def evaluate(program_path):
-    spec = importlib.util.spec_from_file_location("program", program_path)
-    program = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(program)
-    value = program.run()
-    return EvaluationResult(
-        metrics={"combined_score": 1.0 / (1.0 + abs(value - 42)), "value": value},
-        artifacts={"hint": f"{value} is {'low' if value < 42 else 'not low'}"},
-    )
-"""
+from tests.fakes.llm_server import ScriptedLLMServer
+from tests.helpers.guessing import (
+    EVALUATOR,
+    PROGRAM,
+    answer_closer,
+    folder_with,
+    primary_secondary,
+)
 
 CONFIG = """# A config as OpenEvolve's documentation lays it out.
 max_iterations: 6
@@ -83,32 +59,6 @@ evaluator:
   cascade_evaluation: false
   cascade_thresholds: [0.3, 0.6]
   parallel_evaluations: 2
-"""
-
-# The older shape, as many of OpenEvolve's examples still write it.
-PRIMARY_SECONDARY = """max_iterations: {iterations}
-checkpoint_interval: 10
-log_level: INFO
-llm:
-  primary_model: "{primary}"
-  primary_model_weight: 0.8
-  secondary_model: "big-model"
-  secondary_model_weight: 0.2
-  api_base: "{api_base}"
-{api_key}  temperature: 0.6
-  max_tokens: 4096
-prompt:
-  system_message: "Guess better."
-  use_template_stochasticity: true
-database:
-  population_size: 50
-  archive_size: 20
-  num_islands: 1
-evaluator:
-  timeout: 30
-  cascade_evaluation: false
-  parallel_evaluations: {workers}
-diff_based_evolution: true
 """
 
 # Each model at its own server, with its own key and generation settings.
@@ -148,30 +98,6 @@ def openevolve_folder(root: Path, api_base: str = "http://127.0.0.1:9/v1", **edi
         config = config.replace(old.replace("__", " "), new)
     (root / "config.yaml").write_text(config)
     return root
-
-
-def folder_with(
-    root: Path, config: str, program: str = PROGRAM, seed: str = "initial_program.py"
-) -> Path:
-    root.mkdir(parents=True)
-    (root / seed).write_text(program)
-    (root / "evaluator.py").write_text(EVALUATOR)
-    (root / "config.yaml").write_text(config)
-    return root
-
-
-def primary_secondary(
-    api_base: str = "http://127.0.0.1:9/v1",
-    api_key: str | None = None,
-    primary: str = "small-model",
-    iterations: int = 6,
-    workers: int = 2,
-) -> str:
-    """The older shape; `api_key` None leaves the key out."""
-    written = "" if api_key is None else f'  api_key: "{api_key}"\n'
-    return PRIMARY_SECONDARY.format(
-        api_base=api_base, api_key=written, primary=primary, iterations=iterations, workers=workers
-    )
 
 
 def refusal(folder: Path) -> TaskFileError:
@@ -528,16 +454,6 @@ def test_a_key_named_as_a_variable_is_read_from_it(
 
 
 # -- through the command line ------------------------------------------------------------
-
-
-def answer_closer(body: dict[str, Any]) -> Reply:
-    """The scripted model: the parent's `return N` moves 13 closer to 42."""
-    found = re.search(r"^    return (\d+)$", prompt_text(body), re.M)
-    assert found, "the prompt did not show the parent's code"
-    value = int(found.group(1))
-    better = min(value + 13, 42)
-    diff = f"<<<<<<< SEARCH\n    return {value}\n=======\n    return {better}\n>>>>>>> REPLACE\n"
-    return Reply(diff, input_tokens=100, output_tokens=40)
 
 
 def evolve_run(

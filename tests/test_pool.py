@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,13 +16,12 @@ import ray
 from ray.actor import ActorHandle
 
 from evolve import pool
-from evolve.engine import Engine, Outcome
-from evolve.events import Event, Snapshot
+from evolve.engine import Outcome
+from evolve.events import Event
 from evolve.pool import WorkerPool
 from evolve.store import Store
-from evolve.taskfile import load_task, make_evaluator
 from evolve.workers import Placement
-from tests.conftest import write_synthetic_task
+from tests.helpers.pools import watched_engine
 
 
 @ray.remote(num_cpus=1)
@@ -47,45 +45,10 @@ def _let_go(hogs: list[ActorHandle]) -> None:
         ray.kill(hog)
 
 
-class Watcher:
-    """Records what the board is told, and lets a test act on an event as it happens."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-        self.snapshots: list[Snapshot] = []
-        self.on_event: Callable[[Event], None] = lambda event: None
-        self.on_tick: Callable[[Snapshot], None] = lambda snapshot: None
-
-    def event(self, event: Event) -> None:
-        self.events.append(event)
-        self.on_event(event)
-
-    def tick(self, snapshot: Snapshot) -> None:
-        self.snapshots.append(snapshot)
-        self.on_tick(snapshot)
-
-    def texts(self) -> list[str]:
-        return [e.text for e in self.events]
-
-
 @pytest.fixture
 def quick_pool(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pool, "START_DEADLINE_S", 5.0)  # room for a loaded machine's start
     monkeypatch.setattr(pool, "ROOM_POLL_S", 0.5)
-
-
-def _engine(
-    tmp_path: Path, *, workers: int, candidates: int, params: str
-) -> tuple[Engine, Store, Watcher]:
-    task = load_task(write_synthetic_task(tmp_path / "task", candidates=candidates, params=params))
-    store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
-    run = store.create_run("r", task_path=str(task.path), task_yaml=task.text, seed=3, settings={})
-    watcher = Watcher()
-    engine = Engine(
-        task, store, run, make_evaluator(task), workers=workers,
-        results_dir=tmp_path / "results", observer=watcher,
-    )  # fmt: skip
-    return engine, store, watcher
 
 
 def _workers_after(store: Store, since: float) -> set[str]:
@@ -99,7 +62,7 @@ def test_a_worker_with_no_room_is_given_up_and_the_pool_grows_back_when_a_cpu_fr
     budget = 150
     spare = _hold_cpus(_cpus() - 2)
     hog = _hold_cpus(1)[0]  # all but one CPU are taken before the run starts
-    engine, store, watcher = _engine(
+    engine, store, watcher = watched_engine(
         tmp_path, workers=2, candidates=budget, params="{target: 100, delay_s: 0.1}"
     )
     freed: list[float] = []
@@ -134,7 +97,7 @@ def test_a_worker_with_no_room_is_given_up_and_the_pool_grows_back_when_a_cpu_fr
 @pytest.mark.usefixtures("ray_session", "quick_pool")
 def test_the_loop_goes_on_while_a_lost_workers_successor_has_no_room(tmp_path: Path) -> None:
     budget = 160
-    engine, store, watcher = _engine(
+    engine, store, watcher = watched_engine(
         tmp_path, workers=2, candidates=budget, params="{target: 100, delay_s: 0.1}"
     )
     spare = _hold_cpus(_cpus() - 2)  # the run's two workers take the rest

@@ -18,7 +18,7 @@ from evolve.sandbox import Limits, open_sandbox
 from sandboxes import ProcessSandbox, namespace_init
 from sandboxes.isolation import UNISOLATED, detect
 from sandboxes.process import remove_tree
-from tests.test_containment import unique_sleep
+from tests.conftest import unique_sleep
 
 GENEROUS_S = 20.0  # "finished in reasonable time", never a timing assertion
 

@@ -11,36 +11,14 @@ from evolve.hardware import describe_hardware
 from evolve.mutators.base import Parent, PastAttempt
 from evolve.mutators.change_summary import summarize_change
 from evolve.mutators.factory import prompt_context
-from evolve.mutators.prompt import OPERATORS, PromptContext, build_prompt, repair_prompt, truncate
+from evolve.mutators.prompt import OPERATORS, build_prompt, repair_prompt, truncate
 from evolve.program import Program
 from evolve.taskfile import load_task
+from tests.helpers.prompts import CONTEXT, KERNEL, parent
 
 ROOT = Path(__file__).resolve().parents[1]
 
-KERNEL = """\
-#include <stdio.h>
-int fixed_helper(void) { return 1; }
-// EVOLVE-BLOCK-START
-int tuned(int x) { return x * 2; }
-// EVOLVE-BLOCK-END
-"""
-
-CONTEXT = PromptContext(
-    description="Make tuned() fast.",
-    objectives=(("gflops", "maximize"), ("size_bytes", "minimize")),
-    notes="Shifts beat multiplies on this machine.",
-    hardware="CPU: Test Chip 9000, 8 cores usable",
-    language="c",
-)
-
-
 TURNS = {"max_turns": "3"}  # the agent's template needs it; the others ignore it
-
-
-def parent(
-    score: float | None = 1.25, feedback: str = "warning: unused variable 'z'", pid: int = 7
-) -> Parent:
-    return Parent(pid, Program({"k.c": KERNEL}), score, {"gflops": 3.5}, feedback)
 
 
 def test_the_diff_prompt_holds_everything_the_model_needs() -> None:

@@ -41,8 +41,7 @@ from tests.fakes.llm_server import (
     ToolCall,
     prompt_text,
 )
-from tests.test_llm_run import CALL_USD, TOKENS_IN, TOKENS_OUT
-from tests.test_llm_run import _task as llm_task
+from tests.helpers.llm_runs import CALL_USD, TOKENS_IN, TOKENS_OUT, llm_task
 
 RUN = "ledger"
 KNOB_A = re.compile(r"^A = (\d+)  # @knob int 0\.\.64$", re.M)

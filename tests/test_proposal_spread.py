@@ -26,7 +26,7 @@ from evolve.taskfile import load_task, make_evaluator
 from tests.conftest import SYNTHETIC_SEED, write_matmul_task
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, prompt_text
 from tests.fakes.matmul_model import MatmulModel
-from tests.test_prompt import CONTEXT, parent
+from tests.helpers.prompts import CONTEXT, parent
 
 IN_FLIGHT = "## Being tried now on this program"
 

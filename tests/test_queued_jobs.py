@@ -13,7 +13,7 @@ import ray
 
 from evolve.events import Snapshot
 from evolve.store import EvaluationRecord
-from tests.test_pool import _engine
+from tests.helpers.pools import watched_engine
 
 
 @pytest.mark.usefixtures("ray_session")
@@ -21,7 +21,7 @@ from tests.test_pool import _engine
 def test_fast_evaluations_are_queued_two_to_a_worker_and_slow_ones_are_not(
     tmp_path: Path, delay_s: float, most: int
 ) -> None:
-    engine, store, watcher = _engine(
+    engine, store, watcher = watched_engine(
         tmp_path, workers=1, candidates=6, params=f"{{target: 100, delay_s: {delay_s}}}"
     )
     outcome = engine.run()
@@ -35,7 +35,7 @@ def test_fast_evaluations_are_queued_two_to_a_worker_and_slow_ones_are_not(
 def test_a_worker_lost_with_a_job_queued_judges_neither_and_runs_both_again_alone(
     tmp_path: Path,
 ) -> None:
-    engine, store, watcher = _engine(
+    engine, store, watcher = watched_engine(
         tmp_path, workers=1, candidates=12, params="{target: 100, delay_s: 0.2}"
     )
     killed: list[int] = []
@@ -69,7 +69,7 @@ def test_a_re_measurement_gets_a_worker_while_fast_evaluations_keep_coming(
     still queued behind busy workers meanwhile, no worker would ever be idle, and every
     re-measurement would wait for the run's end. Counted: the new candidates whose
     evaluation started while a re-measurement waited (from its candidate's first result)."""
-    engine, store, _ = _engine(
+    engine, store, _ = watched_engine(
         tmp_path, workers=2, candidates=30, params="{target: 200, delay_s: 0.1}"
     )
     assert engine.run().reason == "candidate budget reached (30)"

@@ -6,66 +6,21 @@ scripted server."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from evolve.store import Store
 from tests.fakes.llm_server import Fail, ScriptedLLMServer
-from tests.test_openevolve import EVALUATOR, PROGRAM
+from tests.helpers.guessing import (
+    CONCURRENCY,
+    KEY_ENV,
+    WORKERS,
+    evolve_run,
+    guess_task,
+    the_run,
+)
 
 pytestmark = pytest.mark.system
-
-CONCURRENCY = 4
-WORKERS = 1
-KEY_ENV = "SCRIPTED_KEY"
-
-
-def guess_task(root: Path, model: str, base_url: str, budget: str = "{candidates: 50}") -> Path:
-    """The guessing program with a python evaluator, proposed by `diff` alone, on the
-    process sandbox; the key is read from SCRIPTED_KEY."""
-    root.mkdir(parents=True)
-    (root / "guess.py").write_text(PROGRAM)
-    (root / "evaluator.py").write_text(EVALUATOR)
-    (root / "task.yaml").write_text(
-        textwrap.dedent(
-            f"""\
-            name: guess
-            seed: guess.py
-            evaluator: {{name: python, params: {{evaluator: evaluator.py}}}}
-            objectives: [{{name: combined_score, direction: maximize}}]
-            mutators: [{{name: diff}}]
-            llm:
-              models: [{{model: "{model}", base_url: "{base_url}", api_key_env: {KEY_ENV}}}]
-              concurrency: {CONCURRENCY}
-              max_attempts: 2
-              timeout_s: 10
-            budget: {budget}
-            sandbox: {{backend: process}}
-            """
-        )
-    )
-    return root / "task.yaml"
-
-
-def evolve_run(task: Path, results: Path) -> subprocess.CompletedProcess[str]:
-    """`evolve run`, its output and errors in one stream, with a key the server refuses."""
-    env = {**os.environ, KEY_ENV: "sk-wrong-key"}
-    return subprocess.run(
-        [sys.executable, "-m", "evolve", "run", str(task), "--plain", "--workers", str(WORKERS),
-         "--results", str(results)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, env=env,
-    )  # fmt: skip
-
-
-def the_run(results: Path) -> tuple[Store, str]:
-    store = Store(f"sqlite:///{results / 'evolve.db'}")
-    (run,) = store.list_runs()
-    return store, run.name
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.llm_server import Fail, Reply, ScriptedLLMServer
-from tests.test_refused_key import CONCURRENCY, WORKERS, evolve_run, guess_task, the_run
+from tests.helpers.guessing import CONCURRENCY, WORKERS, evolve_run, guess_task, the_run
 
 pytestmark = pytest.mark.system
 

@@ -22,7 +22,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
+from sqlalchemy import Connection, Engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
@@ -34,6 +34,7 @@ from evolve.store.database import SCHEMA_HEAD
 from evolve.store.schema import Base
 from evolve.store.upgrade import MIGRATIONS
 from tests.conftest import postgres_schema, store_record
+from tests.helpers.stores import raw_engine
 
 RUN = "run-1"
 
@@ -54,14 +55,6 @@ def store(url: str) -> Iterator[Store]:
     with Store(url) as opened:
         opened.create_run(RUN, task_path="task.yaml", task_yaml="seed: 1\n", seed=1, settings={})
         yield opened
-
-
-def raw_engine(url: str) -> Engine:
-    """An engine that bypasses the store, to look at what it wrote."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "postgresql":
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    return create_engine(parsed)
 
 
 def program(n: int) -> Program:

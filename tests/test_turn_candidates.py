@@ -11,26 +11,27 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Connection, Engine, create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import Connection, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from evolve.candidate_cache import CandidateCache
 from evolve.llm.client import LLMCall
-from evolve.program import Program
-from evolve.results import EvalResult, StageResult
 from evolve.store import (
-    CandidateRecord,
     Opening,
     Settlement,
-    Store,
     cursor_statements,
     default_url,
 )
 from tests.conftest import postgres_schema
-
-RUN = "run-1"
-PASSED = EvalResult.from_stages([StageResult("measure", True, 1.0, metrics={"ns": 10.0})])
+from tests.helpers.stores import (
+    RUN,
+    evaluate,
+    new_child,
+    opened,
+    program,
+    raw_engine,
+    stored_ids,
+)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -40,58 +41,6 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         return
     with postgres_schema() as url:
         yield url
-
-
-def opened(url: str, runs: tuple[str, ...] = (RUN,)) -> Store:
-    store = Store(url)
-    for run in runs:
-        if store.get_run(run) is None:
-            store.create_run(run, task_path="t.yaml", task_yaml="seed: 1\n", seed=1, settings={})
-    return store
-
-
-def program(n: int) -> Program:
-    return Program({"a.py": f"# EVOLVE-BLOCK-START\nx = {n}\n# EVOLVE-BLOCK-END\n"})
-
-
-def new_child(
-    store: Store, n: int, parent: CandidateRecord, settlement: Settlement | None = None
-) -> CandidateRecord:
-    """A child as the engine's admission adds it: known to be new to the run."""
-    child = store.add_candidate(
-        parent.run_name,
-        program(n),
-        parent_ids=[parent.id],
-        island=0,
-        generation=1,
-        mutation={"operator": "autotuner"},
-        settlement=settlement,
-        known_new=True,
-    )
-    assert child is not None
-    return child
-
-
-def evaluate(store: Store, candidate: CandidateRecord, score: float) -> None:
-    store.record_evaluation(
-        candidate, PASSED, kind="evaluate", score=score, input_seed=1, worker="w",
-        started_at=1.0, finished_at=2.0,
-    )  # fmt: skip
-
-
-def raw_engine(url: str) -> Engine:
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "postgresql":
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    return create_engine(parsed)
-
-
-def stored_ids(url: str) -> list[int]:
-    engine = raw_engine(url)
-    with engine.connect() as connection:
-        ids = connection.execute(text("SELECT id FROM candidates ORDER BY id")).scalars().all()
-    engine.dispose()
-    return list(ids)
 
 
 def test_a_new_childs_row_waits_for_the_turns_end_and_is_written_before_rows_naming_it(

@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
 from evolve.store import Opening, Settlement, Store
-from tests.test_turn_candidates import evaluate, new_child, opened, program, raw_engine, stored_ids
+from tests.helpers.stores import evaluate, new_child, opened, program, raw_engine, stored_ids
 
 pytestmark = pytest.mark.postgres
 T = TypeVar("T")

@@ -18,8 +18,7 @@ from evolve.llm import LLMCall
 from evolve.store import Store
 from evolve.task import Budget
 from tests.fakes.llm_server import ScriptedLLMServer
-from tests.test_openevolve import answer_closer
-from tests.test_refused_key import evolve_run, guess_task, the_run
+from tests.helpers.guessing import answer_closer, evolve_run, guess_task, the_run
 
 PRICE = "prices: {'openai-compatible:scripted': {input_per_mtok: 1000, output_per_mtok: 1000}}"
 

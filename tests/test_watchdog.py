@@ -29,7 +29,7 @@ from evolve.watchdog import (
     evaluation_deadline,
 )
 from tests.conftest import write_synthetic_task
-from tests.test_engine import Recorder
+from tests.helpers.engine_runs import Recorder
 
 RAY_KILL_GRACE_S = 5  # measured: ray.kill SIGKILLs a worker that does not answer after this
 
