@@ -32,6 +32,8 @@ from typing import Any
 
 import pytest
 
+from sandboxes.isolation import detect
+
 log = logging.getLogger("tests.lanes")
 
 SYSTEM_MARKERS = ("docker", "postgres", "gpu")
@@ -146,6 +148,10 @@ class LanesPlugin:
             item.get_closest_marker("system") for item in session.items
         )
         if lane and _watch is None:
+            # The host's one probe of bubblewrap (cached for the process) is made before any
+            # test: a test that only asks whether jobs can be isolated here needs no mark,
+            # and which test would ask first depends on the order the tests run in.
+            detect()
             _watch = LaneWatch()
             sys.addaudithook(_watch.audit)  # stays for the process; idle outside a test
             log.info("fast lane: watching %d tests for Ray, Docker, PostgreSQL", len(session.items))
