@@ -54,6 +54,7 @@ def jobs(run: Runner, program: Program, made: CKernelEvaluator, variant: Variant
     return len(run.runs) - before
 
 
+@pytest.mark.system
 def test_trusted_objects_are_compiled_once_per_sandbox_and_variant(
     made: CKernelEvaluator,
 ) -> None:
@@ -66,6 +67,7 @@ def test_trusted_objects_are_compiled_once_per_sandbox_and_variant(
     assert jobs(Runner(ProcessSandbox(), made.limits), seed(), made, PLAIN) == 4
 
 
+@pytest.mark.system
 def test_a_harness_that_does_not_compile_is_a_build_failure_naming_it(
     made: CKernelEvaluator,
 ) -> None:

@@ -409,6 +409,7 @@ def fitted(made: CKernelEvaluator, budget_s: float) -> tuple[dict[str, int], dic
     return counter_sizes.fit(made.oracle, lambda sizes: made._count_seed(run, sizes), budget_s)
 
 
+@pytest.mark.system
 def test_counting_that_takes_too_long_halves_every_size_down_to_the_limit() -> None:
     made = unsized()
     sizes, counters = fitted(made, budget_s=0.0)
@@ -416,6 +417,7 @@ def test_counting_that_takes_too_long_halves_every_size_down_to_the_limit() -> N
     assert 0 < counters["instructions"].value < made.seed_counters["instructions"].value
 
 
+@pytest.mark.system
 def test_counting_within_the_budget_keeps_the_full_sizes() -> None:
     made = unsized()
     assert made.counted_sizes == {"n": 64}  # n=64 counts in well under 2 s
@@ -423,11 +425,13 @@ def test_counting_within_the_budget_keeps_the_full_sizes() -> None:
     assert sizes == {"n": 64} and counters["instructions"].value > 64**3
 
 
+@pytest.mark.system
 def test_a_tasks_own_counter_sizes_are_used_as_given(prepared: CKernelEvaluator) -> None:
     sizes, counters = fitted(prepared, budget_s=0.0)
     assert sizes == {"n": 32} and counters
 
 
+@pytest.mark.system
 def test_halving_stops_at_sizes_the_reference_refuses(tmp_path: Path) -> None:
     shutil.copytree(TASK_DIR, tmp_path, dirs_exist_ok=True)
     reference = tmp_path / "reference.py"
@@ -439,6 +443,7 @@ def test_halving_stops_at_sizes_the_reference_refuses(tmp_path: Path) -> None:
     assert sizes == {"n": 16} and counters
 
 
+@pytest.mark.system
 def test_halving_stops_where_the_seeds_counted_call_fails(tmp_path: Path) -> None:
     shutil.copytree(TASK_DIR, tmp_path, dirs_exist_ok=True)
     seed = tmp_path / "seed.c"

@@ -30,7 +30,7 @@ from evolve.store import CandidateRecord, Store, default_url
 from evolve.taskfile import load_task
 from tests.conftest import ROOT, store_record, write_matmul_task
 from tests.fakes.matmul_model import EDITS, MatmulModel
-from tests.test_prompt import CONTEXT
+from tests.helpers.prompts import CONTEXT
 
 RUN = "near"
 MODEL = {"model": "scripted", "base_url": "http://127.0.0.1:9/v1"}
