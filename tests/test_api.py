@@ -14,8 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.exc import DBAPIError
 
 from evolve import api
+from evolve.store import Store
 from tests.conftest import ROOT, write_synthetic_task
 
 EVOLVE = [sys.executable, "-m", "evolve"]
@@ -142,3 +144,15 @@ print("LOADED", loaded)
     )
     assert shown.returncode == 0, shown.stderr
     assert "LOADED []" in shown.stdout, shown.stdout[-500:]
+
+
+@pytest.mark.postgres
+def test_a_read_only_store_on_postgresql_reads_and_refuses_writes(postgres_url: str) -> None:
+    """The read-only session keeps the URL's own options (its search_path): it sees the
+    runs a writer made, and the server refuses a write."""
+    with Store(postgres_url) as writer:
+        writer.create_run("pg-run", task_path="t", task_yaml="name: t\n", seed=0, settings={})
+    with Store(postgres_url, read_only=True) as reader:
+        assert [run.name for run in reader.list_runs()] == ["pg-run"]
+        with pytest.raises(DBAPIError, match="read-only transaction"):
+            reader.create_run("other", task_path="t", task_yaml="name: t\n", seed=0, settings={})

@@ -17,6 +17,7 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.pool import ConnectionPoolEntry
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+READ_ONLY_SESSION = "-c default_transaction_read_only=on"  # a PostgreSQL session's option
 
 
 def default_url(results_dir: Path) -> str:
@@ -106,9 +107,10 @@ def make_engine(url: URL, *, read_only: bool = False) -> Engine:
     backend = url.get_backend_name()
     if backend == "sqlite" and url.database and url.database != ":memory:" and not read_only:
         Path(url.database).parent.mkdir(parents=True, exist_ok=True)
-    options = "-c default_transaction_read_only=on"
-    connect_args = {"options": options} if read_only and backend == "postgresql" else {}
-    engine = create_engine(url, connect_args=connect_args)
+    if read_only and backend == "postgresql":  # beside the URL's own options (search_path)
+        options = " ".join(filter(None, [url.query.get("options"), READ_ONLY_SESSION]))
+        url = url.update_query_dict({"options": options})
+    engine = create_engine(url)
     if backend == "sqlite":
         event.listen(engine, "connect", _sqlite_read_only if read_only else _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
