@@ -93,7 +93,9 @@ def test_the_agent_reads_a_compile_error_fixes_its_draft_and_submits(
     assert fixed.startswith("draft 2: ok")
     seed = store.seed_candidate("agent")
     assert seed is not None and f"#{seed.id}: ok" in top
-    assert "measured once" in top or "crowned" in top
+    # How its score stands: crowned, or measured once, or re-measured and not yet agreeing
+    # (the seed's two timings may differ on a loaded machine).
+    assert any(said in top for said in ("crowned", "measured once", "the lowest of 2"))
 
     assert store.count_candidates("agent") == 2, "a draft became a candidate"
     child = next(c for c in store.top("agent", 5) if c.id != seed.id)
