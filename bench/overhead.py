@@ -9,10 +9,12 @@ are the steady state, between 10% and 90% of the new candidates, read from the e
 own progress ticks: wall time and the driver's CPU (`time.process_time`) per candidate.
 Set-up (restoring the search from the store, starting the workers) is reported apart,
 since it is paid once per run. `--postgres URL` adds the per-candidate cost of the store's
-calls on PostgreSQL beside SQLite's.
+calls on PostgreSQL beside SQLite's. The workers are the local executor's (child processes
+and threads of the driver), or with `--executor ray` Ray actors on a private local Ray
+instance.
 
 Run: `.venv/bin/python bench/overhead.py [--new 2000] [--sizes 1000,10000,50000]
-[--repeats 2] [--postgres URL] [--delay 0.003]`.
+[--repeats 2] [--postgres URL] [--delay 0.003] [--executor local|ray]`.
 """
 
 from __future__ import annotations
@@ -23,15 +25,17 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from machine import load_average, machine, say, spread  # bench/machine.py, beside this script
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from evolve import cluster
 from evolve.engine import Engine
 from evolve.events import Event, Snapshot
+from evolve.executors import Executor
+from evolve.executors.local import LocalExecutor
 from evolve.llm import LLMCall
 from evolve.program import Program
 from evolve.results import EvalResult, StageResult
@@ -53,6 +57,9 @@ budget: {candidates: BUDGET}
 sandbox: {backend: process}
 """
 PREFILL_TURN = 1000  # prefilled candidates written per transaction
+
+# An executor for a run whose files are in the folder given.
+Executors = Callable[[Path], Executor]
 
 
 def prefill(store: Store, run: str, count: int) -> None:
@@ -172,10 +179,12 @@ def time_loop(
     prefilled: int,
     new: int,
     workers: int,
+    executors: Executors,
     store: Store | None = None,
     delay: float = 0.0,
 ) -> dict[str, float]:
-    """One run of the loop on a SQLite store in `folder`, or on `store`."""
+    """One run of the loop on a SQLite store in `folder`, or on `store`, its workers on
+    `executors(folder)`."""
     (folder / "seed.py").write_text(SEED)
     task_text = TASK.replace("BUDGET", str(prefilled + new)).replace("DELAY", repr(delay))
     (folder / "task.yaml").write_text(task_text)
@@ -190,6 +199,7 @@ def time_loop(
         store,
         store.get_run("bench"),
         make_evaluator(task),
+        executors(folder),
         workers=workers,
         results_dir=folder / "results",
         observer=ticks,
@@ -220,12 +230,12 @@ def drop_schema(url: str, schema: str) -> None:
 
 
 def postgres_loop(
-    url: str, prefilled: int, new: int, workers: int, delay: float
+    url: str, prefilled: int, new: int, workers: int, executors: Executors, delay: float
 ) -> dict[str, float]:
     store, schema = postgres_store(url)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            return time_loop(Path(tmp), prefilled, new, workers, store, delay)
+            return time_loop(Path(tmp), prefilled, new, workers, executors, store, delay)
     finally:
         drop_schema(url, schema)
 
@@ -250,6 +260,19 @@ def store_costs(postgres: str | None) -> tuple[float, float | None]:
         drop_schema(postgres, schema)
 
 
+def executors_of(kind: str) -> Executors:
+    """The executors `--executor` names: the local one (Ray is never imported), or Ray's on a
+    private local Ray instance, started here."""
+    if kind == "local":
+        return LocalExecutor
+    from evolve import cluster
+    from evolve.executors.on_ray import RayExecutor
+
+    cluster.connect(None)
+    on_ray = RayExecutor()
+    return lambda folder: on_ray
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--new", type=int, default=2000, help="candidates run through the loop")
@@ -258,24 +281,29 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--postgres", help="also time the store calls on this PostgreSQL URL")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds each evaluation sleeps")
+    parser.add_argument(
+        "--executor", choices=("local", "ray"), default="local", help="where the workers run"
+    )
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     say(
-        f"{machine()}, {load_average()}; {args.new} new candidates, {args.workers} workers, "
-        f"evaluations of {args.delay * 1e3:g} ms"
+        f"{machine()}, {load_average()}; {args.new} new candidates, {args.workers} workers "
+        f"({args.executor}), evaluations of {args.delay * 1e3:g} ms"
     )
-    cluster.connect(None)
+    executors = executors_of(args.executor)
     runs: dict[int, list[dict[str, float]]] = {size: [] for size in sizes}
     on_postgres: list[dict[str, float]] = []
     for _ in range(args.repeats):
         for size in sizes:
             with tempfile.TemporaryDirectory() as tmp:
                 runs[size].append(
-                    time_loop(Path(tmp), size, args.new, args.workers, delay=args.delay)
+                    time_loop(Path(tmp), size, args.new, args.workers, executors, delay=args.delay)
                 )
         if args.postgres:
             on_postgres.append(
-                postgres_loop(args.postgres, sizes[0], args.new, args.workers, args.delay)
+                postgres_loop(
+                    args.postgres, sizes[0], args.new, args.workers, executors, args.delay
+                )
             )
     say(
         f"{'in store':>9} {'loop ms/cand':>13} {'cand/s':>10} {'driver CPU ms/cand':>19} "

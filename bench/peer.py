@@ -404,6 +404,16 @@ def prepare(folder: Path, sandbox: str) -> tuple[float, list[str]]:
     return time.monotonic() - started, [s for s in said.splitlines() if s.startswith("sandbox")]
 
 
+def compiled() -> str:
+    """evolve's own modules compiled to bytecode, as pip does when it installs a wheel (and
+    did for OpenEvolve): an editable checkout is otherwise compiled afresh at every start
+    where Python may not write bytecode (PYTHONDONTWRITEBYTECODE)."""
+    folders = [str(ROOT / name) for name in ("evolve", "evaluators", "sandboxes")]
+    command = [sys.executable, "-m", "compileall", "-q", *folders]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return "evolve's modules compiled to bytecode first, as a wheel's install would"
+
+
 def versions(python: str | None) -> list[str]:
     evolve = subprocess.run([str(EVOLVE), "--version"], capture_output=True, text=True)
     lines = [f"{evolve.stdout.strip()} ({sys.executable}, Python {sys.version.split()[0]})"]
@@ -506,6 +516,7 @@ def main() -> None:
     say(f"{machine()}, {load_average()} before")
     for line in versions(args.openevolve):
         say(line)
+    say(compiled())
     sides = [evolve_side(args.sandbox)]
     if args.openevolve:
         sides.append(openevolve_side(args.openevolve))

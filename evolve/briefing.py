@@ -25,10 +25,12 @@ from evolve.mutators import Parent
 from evolve.mutators.base import Neighbour, PastAttempt
 from evolve.neighbours import Neighbours
 from evolve.recent_attempts import RecentAttempts
+from evolve.results import OK, EvalResult
 from evolve.search.novelty import NoveltyIndex
 from evolve.search.strategy import Pick, SearchStrategy
 from evolve.store import CandidateRecord, Store
 from evolve.store.evaluations import scoring_evaluation
+from evolve.store.schema import PENDING
 from evolve.task import TaskSpec
 
 ELITE_POOL = 24  # of the island's best, where diverse inspirations are drawn from
@@ -141,12 +143,38 @@ class Briefing:
         flight together fit what is left of the token and USD budgets."""
         return self.budgets.tokens_left_each(in_flight + 1)
 
+    def measured(
+        self,
+        before: CandidateRecord,
+        after: CandidateRecord,
+        result: EvalResult,
+        score: float | None,
+    ) -> None:
+        """The engine recorded `result` (scored `score`), which took the candidate from
+        `before` to `after`: what `parent` shows of it is known without reading the store
+        when this is its first evaluation, or when it stood ok before and its shown
+        evaluation is kept. The evaluation shown is the one that gave the score, the lowest
+        of the ok ones and the latest of equals (see scoring_evaluation), else the latest."""
+        if self.spec.llm is None:
+            return
+        if before.status == PENDING:
+            shown = (dict(result.metrics), result.feedback)
+        elif before.status == OK and (kept := self.shown.get(_key(before))) is not None:
+            lower = result.ok and score is not None and before.score is not None
+            if lower and score <= before.score:  # type: ignore[operator]
+                shown = (dict(result.metrics), result.feedback)
+            else:
+                shown = (kept.metrics, kept.feedback)
+        else:
+            return
+        self._keep(Parent(after.id, after.program, after.score, *shown), _key(after))
+
     def parent(self, candidate: CandidateRecord) -> Parent:
         """A program as mutators see it; a model also gets the metrics and feedback of the
         evaluation that gave its score, so the score and the numbers beside it agree."""
         if self.spec.llm is None:
             return Parent(candidate.id, candidate.program, candidate.score)
-        key = (candidate.id, candidate.status, candidate.measurements)
+        key = _key(candidate)
         if (kept := self.shown.get(key)) is not None:
             self.shown.move_to_end(key)
             return kept
@@ -154,9 +182,18 @@ class Briefing:
         shown = scoring_evaluation(evaluations) or (evaluations[-1] if evaluations else None)
         metrics, feedback = (shown.metrics, shown.feedback) if shown else ({}, "")
         parent = Parent(candidate.id, candidate.program, candidate.score, metrics, feedback)
-        if metrics and not self.metric_names:
-            self.metric_names = tuple(metrics)
+        self._keep(parent, key)
+        return parent
+
+    def _keep(self, parent: Parent, key: tuple[int, str, int]) -> None:
+        if parent.metrics and not self.metric_names:
+            self.metric_names = tuple(parent.metrics)
         self.shown[key] = parent
+        self.shown.move_to_end(key)
         if len(self.shown) > SHOWN_KEPT:
             self.shown.popitem(last=False)
-        return parent
+
+
+def _key(candidate: CandidateRecord) -> tuple[int, str, int]:
+    """A program as shown stays right while its standing does."""
+    return (candidate.id, candidate.status, candidate.measurements)

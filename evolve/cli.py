@@ -97,7 +97,11 @@ def _load(task_file: Path, *, running: bool = False) -> LoadedTask:
     callback=lambda _ctx, _param, value: _run_name(value),
     help="Run name: letters, digits, '_', '.', '-' (default: TASK-DATE-TIME).",
 )
-@click.option("--ray-address", help="Join this Ray cluster instead of starting a local one.")
+@click.option(
+    "--ray-address",
+    help="Run the workers on this Ray cluster ('local': a private Ray instance here). "
+    "Without it they are this machine's processes, and Ray is not used.",
+)
 @click.option("--plain", is_flag=True, help="Plain log lines instead of the live dashboard.")
 @click.option(
     "--log-level",

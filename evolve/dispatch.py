@@ -33,13 +33,12 @@ from __future__ import annotations
 import random
 import time
 from collections import deque
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
-
-import ray
-from ray.actor import ActorHandle
-from ray.exceptions import RayActorError
+from typing import Any
 
 from evolve.events import Event, EventLog
+from evolve.executors import Actor, WorkerLost
 from evolve.outage import Outage
 from evolve.pool import WorkerPool
 from evolve.results import ERROR, TIMEOUT, UNAVAILABLE, EvalResult
@@ -64,15 +63,13 @@ class Job:
 
 
 class Dispatcher:
-    def __init__(
-        self, pool: WorkerPool, watchdog: Watchdog[ray.ObjectRef], events: EventLog
-    ) -> None:
+    def __init__(self, pool: WorkerPool, watchdog: Watchdog[Future[Any]], events: EventLog) -> None:
         self.pool, self.watchdog, self.events = pool, watchdog, events
         self.outage = Outage()
         self.queue: deque[Job] = deque()
-        self.in_flight: dict[ray.ObjectRef, tuple[Job, ActorHandle]] = {}
+        self.in_flight: dict[Future[Any], tuple[Job, Actor]] = {}
         # Each busy worker's jobs in the order it runs them: the first is running.
-        self.lines: dict[ActorHandle, deque[ray.ObjectRef]] = {}
+        self.lines: dict[Actor, deque[Future[Any]]] = {}
         self.typical_s: float | None = None  # running average of evaluation durations
 
     def add(self, job: Job, *, first: bool = False) -> None:
@@ -105,7 +102,7 @@ class Dispatcher:
                 queue = False
                 continue
             job = replace(job, input_seed=rng.getrandbits(63))
-            ref = actor.evaluate.remote(job.candidate.program, job.input_seed)
+            ref = actor.call("evaluate", job.candidate.program, job.input_seed)
             self.in_flight[ref] = (job, actor)
             line = self.lines.setdefault(actor, deque())
             line.append(ref)
@@ -113,7 +110,7 @@ class Dispatcher:
                 self.watchdog.watch(ref)
         self.queue.extendleft(reversed(waiting))
 
-    def _ended(self, ref: ray.ObjectRef, actor: ActorHandle) -> None:
+    def _ended(self, ref: Future[Any], actor: Actor) -> None:
         """`ref` left its worker's line; the job behind it, if any, runs from now."""
         self.watchdog.forget(ref)
         line = self.lines[actor]
@@ -124,7 +121,7 @@ class Dispatcher:
         elif was_first:
             self.watchdog.watch(line[0])
 
-    def _lost_with(self, actor: ActorHandle, *, died: bool) -> Job | None:
+    def _lost_with(self, actor: Actor, *, died: bool) -> Job | None:
         """The worker is gone (`died`, or killed past its deadline) and is replaced. The job
         it was running, to be judged, if it held no other; otherwise None, and its jobs go
         back to the queue, first and in their order, each to run alone (see above)."""
@@ -144,12 +141,12 @@ class Dispatcher:
             self.add(replace(job, alone=True), first=True)
         return None
 
-    def finish(self, ref: ray.ObjectRef) -> tuple[Job, Finished] | None:
+    def finish(self, ref: Future[Any]) -> tuple[Job, Finished] | None:
         """The result to record, or None when the job went back to the queue."""
         job, actor = self.in_flight[ref]
         try:
-            finished: Finished = ray.get(ref)
-        except RayActorError as exc:
+            finished: Finished = ref.result()
+        except WorkerLost as exc:
             # Whichever of its jobs says so first: the worker ran the first of its line.
             lost = self._lost_with(actor, died=True)
             if lost is None:

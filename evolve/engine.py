@@ -1,4 +1,5 @@
-"""The steady-state evolution loop, driven from one process over Ray.
+"""The steady-state evolution loop, driven from one process; its workers are actors on this
+machine or on a Ray cluster (evolve/executors/).
 
 There is no generation barrier: a fixed number of evaluations stay in flight, and each
 finished one is recorded (in its own transaction) before the next job is submitted.
@@ -23,10 +24,10 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-
-import ray
+from typing import Any
 
 from evolve.budgets import Budgets
 from evolve.candidate_cache import CandidateCache
@@ -34,6 +35,7 @@ from evolve.champion import Champion, Decision, Referee, machine_kind
 from evolve.dispatch import Dispatcher, Job
 from evolve.evaluator import Evaluator
 from evolve.events import Event, EventLog, Observer, Snapshot
+from evolve.executors import Executor, ready
 from evolve.failure_line import event_line
 from evolve.leaders import Leaders
 from evolve.lease import RunTakenOver
@@ -76,6 +78,7 @@ class Engine:
         store: Store,
         run: RunRecord,
         evaluator: Evaluator,
+        executor: Executor,
         *,
         workers: int,
         results_dir: Path,
@@ -95,7 +98,9 @@ class Engine:
         self.added = max(self.added, 1)
         self.events = EventLog(observer)
         self.budgets = Budgets(self.spec.budget, store, run.name, wall_used_s=run.wall_s_used)
-        self.pool = WorkerPool(evaluator, self.spec.sandbox, task.seed, workers, self.events)
+        self.pool = WorkerPool(
+            executor, evaluator, self.spec.sandbox, task.seed, workers, self.events
+        )
         deadline_s = evaluation_deadline(evaluator, self.spec.sandbox.limits())
         self.dispatch = Dispatcher(self.pool, Watchdog(deadline_s), self.events)
         # How long work in flight may outlive the wall-time budget: one sandbox run's limit.
@@ -107,7 +112,7 @@ class Engine:
         self.champion = Champion(referee, results_dir, run.name)
         self.strategy = make_strategy(self.spec.search, self.spec.objectives, self.seed_id)
         mutators, self.reader = make_mutators(
-            task, evaluator, store_url=store.url, run_name=run.name
+            task, evaluator, executor, store_url=store.url, run_name=run.name
         )
         self.services = plan_services(self.spec, store.url, run.name)
         # Proposals kept in flight: enough that no evaluation slot waits for one; model
@@ -124,6 +129,7 @@ class Engine:
             events=self.events,
             services=self.services,
             slots=self.slots,
+            executor=executor,
         )
         self.recorded = self.failed = self.seed_tries = 0
         self.remeasure_timeouts: Counter[int] = Counter()  # by candidate id
@@ -153,13 +159,12 @@ class Engine:
 
     def run(self) -> Outcome:
         self._restore()
-        # Ray starts at most one worker process per CPU at a time. The proposal workers
-        # (which load the model SDKs) are asked for first: they take longest, and the
-        # evaluation workers are ready in time for the seed anyway.
+        # The proposal workers (which load the model SDKs) are asked for first: they take
+        # longest, and the evaluation workers are ready in time for the seed anyway.
         self.proposer.start()
         self.pool.start()
         self.events.emit(Event("info", f"starting {self.pool.size} evaluation worker(s)"))
-        # What the driver holds by now (Ray, the store, the task, what was restored) lives
+        # What the driver holds by now (its imports, the store, the task, what was restored) lives
         # as long as the run: out of the collector's sight, a full collection costs a
         # fraction of what it would, a stall of the loop that holds every slot up.
         # (Not collected first: a full collection here cost start-up more than the
@@ -179,17 +184,17 @@ class Engine:
                 # they stored, so the ledger and the bandit's arms agree without a resume.
                 self.store.interrupt_proposals(self.run_name)
             if self.reader is not None:
-                ray.kill(self.reader)
+                self.reader.kill()
         best = self.store.candidate(self.champion.best[0]) if self.champion.best else None
         return Outcome(self.run_name, reason, best, self.seed_id, self.proposer.streak.failure)
 
     def _loop(self) -> str:
-        ready: list[ray.ObjectRef] = []
+        done: list[Future[Any]] = []
         while True:
             # What arrived together is written together, with the proposals it sets off:
             # one commit per wait.
             with self.store.turn():
-                self._take(ready)
+                self._take(done)
                 if failure := self.proposer.streak.failure:
                     return failure  # what is in flight is abandoned (see `run`)
                 overtime = self.budgets.overtime_s()
@@ -205,26 +210,25 @@ class Engine:
             if self.dispatch.idle() and not self.proposer.in_flight:
                 return self._stop_reason() or self._stuck_reason()
             self.pool.tend()
-            refs = [*self.dispatch.in_flight, *self.proposer.in_flight, *self.pool.refs()]
-            if not refs:  # jobs waiting for the sandbox to come back, or for room for a worker
+            waiting = [*self.dispatch.in_flight, *self.proposer.in_flight, *self.pool.waiting()]
+            if not waiting:  # jobs waiting for the sandbox to come back, or for room for a worker
                 time.sleep(self.dispatch.outage.wait_s() or IDLE_WAIT_S)
-                ready = []
+                done = []
                 continue
-            ready, _ = ray.wait(refs, num_returns=1, timeout=IDLE_WAIT_S)
-            if ready:
-                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            done = ready(waiting, IDLE_WAIT_S)
             if not self.holds_run():
                 raise RunTakenOver(f"another driver took run {self.run_name} over")
 
-    def _take(self, ready: list[ray.ObjectRef]) -> None:
-        for ref in ready:
-            if ref in self.dispatch.in_flight:
-                if finished := self.dispatch.finish(ref):
+    def _take(self, done: list[Future[Any]]) -> None:
+        for future in done:
+            if future in self.dispatch.in_flight:
+                if finished := self.dispatch.finish(future):
                     self._record_result(*finished)
-            elif ref in self.proposer.in_flight:
-                self._adopt(self.proposer.finish(ref, room=self.budgets.room_for(self.added)))
-            elif self.pool.waits_on(ref):
-                self.pool.started(ref)
+            elif future in self.proposer.in_flight:
+                room = self.budgets.room_for(self.added)
+                self._adopt(self.proposer.finish(future, room=room))
+            elif self.pool.waits_on(future):
+                self.pool.started(future)
             # else: a job queued on a worker lost earlier in this batch, already back in
             # the queue (evolve/dispatch.py)
         for job, finished in self.dispatch.overdue():
@@ -353,8 +357,9 @@ class Engine:
         reward = self._reward(job, value)
         # The record as it stands now, not as the job saw it: another measurement of the
         # same candidate may have been recorded since the job was made.
+        before = self.candidates.get(job.candidate.id)
         candidate = self.store.record_evaluation(
-            self.candidates.get(job.candidate.id),
+            before,
             result,
             kind=job.kind,
             score=value,
@@ -367,6 +372,7 @@ class Engine:
         if reward is not None and self.proposer.bandit is not None:
             self.proposer.bandit.rewarded(*reward)
         self.candidates.remember(candidate)
+        self.proposer.briefing.measured(before, candidate, result, value)
         self.leaders.update(candidate.id, candidate.score)
         self.proposer.evaluated(candidate)
         if job.kind == "evaluate":

@@ -1,16 +1,17 @@
 """A small process that outlives the driver, to clean up after it however it ends.
 
-Killed with `kill -9`, a driver cleans up nothing. Ray's head processes die with it (Ray
-asks the kernel for that), but its workers die only once they notice their raylet is gone,
-a worker stopped by a candidate never does, and a Docker container outlives its worker
-anyway. So beside a local Ray instance the driver starts this guardian, in a session of its
-own (a Ctrl-C or a hang-up aimed at the driver's terminal does not reach it) and, like Ray,
-while the secrets are out of the environment (evolve/cluster.py). It waits on a pidfd for
-the driver to end, then kills every process of the driver's Ray instance and removes the
-containers they owned (evolve/orphans.py), and exits. After a clean stop it finds nothing
-left to do.
+Killed with `kill -9`, a driver cleans up nothing. A local run's evaluation workers die with
+it (evolve/executors/actor_process.py), as do a local Ray instance's head processes (Ray
+asks the kernel for that), but Ray's workers die only once they notice their raylet is
+gone, a worker stopped by a candidate never does, and a Docker container outlives its
+worker anyway. So beside its workers the driver starts this guardian, in a session of its
+own (a Ctrl-C or a hang-up aimed at the driver's terminal does not reach it) and without
+the secrets in its environment. It waits on a pidfd for the driver to end, then kills every
+process of the driver's Ray instance, if it had one, and removes the containers that the
+workers owned (evolve/orphans.py), and exits. After a clean stop it finds nothing left to do.
 
-Run as `python -m evolve.guardian DRIVER_PID DRIVER_START SESSION_DIR`.
+Run as `python -m evolve.guardian DRIVER_PID DRIVER_START SESSION_DIR`, SESSION_DIR being
+the Ray instance's session directory, or LOCAL for a run without Ray.
 """
 
 from __future__ import annotations
@@ -20,17 +21,21 @@ import select
 import subprocess
 import sys
 
-from evolve.orphans import clean_up
+from evolve.orphans import clean_up, reap_sandboxes
 from evolve.processes import ProcessId, start_time
+from evolve.secrets import environment_without
+
+LOCAL = "-"  # the session of a run without Ray
 
 
 def start(session: str) -> subprocess.Popen[bytes]:
     """Start a guardian for this process and its Ray instance, whose session directory is
-    `session`; it inherits the environment, so start it while the secrets are withheld."""
+    `session` (LOCAL: a run without Ray)."""
     driver = ProcessId.here()
     arguments = (str(driver.pid), str(driver.started), session)
     return subprocess.Popen(
         [sys.executable, "-m", "evolve.guardian", *arguments],
+        env=environment_without(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,  # never hold the driver's pipes open: readers would wait
         stderr=subprocess.DEVNULL,
@@ -54,7 +59,10 @@ def wait_for(pid: int, started: int) -> None:
 def main(argv: list[str]) -> None:
     driver, started, session = argv
     wait_for(int(driver), int(started))
-    clean_up(session)
+    if session == LOCAL:
+        reap_sandboxes()
+    else:
+        clean_up(session)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """What `evolve run` does once its task file has loaded: say first who proposes children
-(refusing a run where nothing could), choose the sandbox, start Ray without the secrets,
-create or resume the run, drive the engine to the end, and fail a run that evolved nothing.
+(refusing a run where nothing could), choose the sandbox, choose where the workers run
+(this machine, or the Ray cluster --ray-address names, joined without the secrets), create
+or resume the run, drive the engine to the end, and fail a run that evolved nothing.
 
 Kept apart from evolve/cli.py so that the command line answers a bad task file before it
-imports any of this: Ray and the store alone take most of a second to import.
+imports any of this: the store and the engine take most of a second to import, Ray more.
 """
 
 from __future__ import annotations
@@ -12,16 +13,18 @@ import logging
 import signal
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
 from rich.markup import escape
 
-from evolve import cluster, lease, orphans, store_location, verification
+from evolve import guardian, lease, orphans, store_location, verification
 from evolve.ending import Ended
 from evolve.engine import Engine, Outcome
+from evolve.executors import Executor
+from evolve.executors.local import LocalExecutor
 from evolve.figures import RunFigures
 from evolve.knobs import find_knobs
 from evolve.mutators import LLM_OPERATORS
@@ -143,7 +146,7 @@ def new_run(
     task = usable_sandbox(options.budgeted(task), options.backend)
     location = store_location.for_writing(db, results)
     location.results.mkdir(parents=True, exist_ok=True)
-    with _ray(options.ray_address, task), open_store(location.url) as store:
+    with _cluster(options.ray_address, task) as cluster, open_store(location.url) as store:
         run_name = name or new_run_name(task.spec.name)
         if store.get_run(run_name):
             raise Ended(2, f"a run named {run_name!r} exists: use --resume {run_name}")
@@ -166,7 +169,7 @@ def new_run(
             },
         )
         lease.take(store, run_name, me)  # a new run: nobody else can hold it
-        return execute(task, store, record, options, location.results, me)
+        return execute(task, store, record, options, location.results, me, cluster)
 
 
 def resumed_run(
@@ -216,23 +219,38 @@ def resumed_run(
             raise Ended(2, str(held)) from None
         store.record_budget(record.name, task.spec.budget.model_dump())
     console.print(f"resuming run [bold]{record.name}[/bold]")
-    with _ray(options.ray_address, task), open_store(location.url) as store:
+    with _cluster(options.ray_address, task) as cluster, open_store(location.url) as store:
         workers = options.workers or record.settings.get("workers")
-        return execute(task, store, record, replace(options, workers=workers), location.results, me)
+        options = replace(options, workers=workers)
+        return execute(task, store, record, options, location.results, me, cluster)
 
 
 @contextmanager
-def _ray(address: str | None, task: LoadedTask) -> Iterator[None]:
-    """Ray for the length of a run, started with the task's model keys withheld; a cluster
-    that cannot be started or joined ends the run (exit code 1) before the store is touched,
-    with one line that says why and what to change (evolve/cluster.py)."""
+def _cluster(address: str | None, task: LoadedTask) -> Iterator[Executor | None]:
+    """The Ray cluster at `address` for the length of a run, joined with the task's model
+    keys withheld ("local" starts a private Ray instance on this machine); a cluster that
+    cannot be joined ends the run (exit code 1) before the store is touched, with one line
+    that says why and what to change (evolve/cluster.py). Without an address, None: the
+    run's workers are this machine's processes (evolve/executors/local.py), Ray is not
+    loaded, and a guardian cleans up after a driver killed outright (evolve/guardian.py)."""
+    if address is None:
+        watcher = guardian.start(guardian.LOCAL)
+        try:
+            yield None
+        finally:
+            watcher.kill()  # a run that ended cleanly leaves it nothing to do
+            watcher.wait()
+        return
+    from evolve import cluster
+    from evolve.executors.on_ray import RayExecutor
+
     try:
-        owned = cluster.connect(address, key_names(task.spec.llm))
+        owned = cluster.connect(None if address == "local" else address, key_names(task.spec.llm))
     except (ConnectionError, RuntimeError) as exc:
-        where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+        where = f"the Ray cluster at {address}" if address != "local" else "a local Ray instance"
         raise Ended(1, f"could not start or join {where}: {exc}") from None
     try:
-        yield
+        yield RayExecutor()
     finally:
         if owned:
             cluster.shutdown()
@@ -245,20 +263,24 @@ def execute(
     options: RunOptions,
     results: Path,
     me: dict[str, Any],
+    cluster: Executor | None = None,
 ) -> Finished:
-    """Drive the run, whose lease `me` holds, to its end; the lease ends with its status.
-    A run that does not finish with a crowned best ends (Ended) with its exit code."""
+    """Drive the run, whose lease `me` holds, to its end, on `cluster` or else on this
+    machine; the lease ends with its status. A run that does not finish with a crowned best
+    ends (Ended) with its exit code."""
     run_name = record.name
     log_level = options.log_level
     folder = run_dir(results, run_name)
     folder.mkdir(parents=True, exist_ok=True)
     console.print(f"run [bold]{run_name}[/bold]: results in {folder}/, store {store.display_url}")
     console.print(f"log: {folder / 'run.log'} (--log-level {log_level})")
-    cpus = cluster.cpu_count()
+    executor = cluster or LocalExecutor(folder, key_names(task.spec.llm))
+    cpus = executor.cpus()
     workers = options.workers or max(1, cpus - 1)
     if workers > cpus:  # each worker needs a CPU: the rest would wait for one forever
+        where = "the cluster has" if cluster else "this machine has"
         console.print(
-            f"[yellow]warning:[/yellow] {workers} workers asked for, but the cluster has "
+            f"[yellow]warning:[/yellow] {workers} workers asked for, but {where} "
             f"{cpus} CPUs: running {cpus}"
         )
         log.warning("%d workers asked for on %d CPUs: running %d", workers, cpus, cpus)
@@ -278,13 +300,13 @@ def execute(
         store.end_lease(run_name, me, status)
 
     try:
-        with heartbeat.running(), observer, run_log(folder, log_level):
-            log.info("run %s starts with %d worker(s)", run_name, workers)
-            if ray_logs := cluster.logs_folder():
-                log.info("what Ray's workers print is kept in %s", ray_logs)
+        with heartbeat.running(), observer, run_log(folder, log_level), closing(executor):
+            log.info("run %s starts with %d worker(s) (%s)", run_name, workers, executor.kind)
+            if ray_logs := executor.logs_folder():
+                log.info("what the workers print is kept in %s", ray_logs)
             evaluator = make_evaluator(task)
             engine = Engine(
-                task, store, record, evaluator, workers=workers, results_dir=results,
+                task, store, record, evaluator, executor, workers=workers, results_dir=results,
                 observer=observer, holds_run=heartbeat.holds,
             )  # fmt: skip
             outcome = engine.run()

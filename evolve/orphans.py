@@ -1,13 +1,15 @@
 """Cleaning up after a driver that could not: what a stopped or killed run leaves behind.
 
-A driver that ends cleanly shuts its Ray instance down, but Ray's workers die only when they
-notice, a worker that a candidate stopped never notices, and a busy worker killed on Ctrl-C
-takes its Docker container with it to no one. After `kill -9` the driver does nothing at
+A driver that ends cleanly stops its workers (and shuts its Ray instance down, if it
+started one), but Ray's workers die only when they notice, a worker that a candidate
+stopped never notices, and a busy worker killed on Ctrl-C leaves its Docker container to
+no one. After `kill -9` the driver does nothing at
 all, and its run still says `running`. So:
 
 - `clean_up` kills what is left of a Ray instance (its workers and agents, found by the
   files they hold open in its session directory) and then removes sandbox containers whose
-  owning worker is gone. The driver runs it after shutting Ray down, and the guardian
+  owning worker is gone (`reap_sandboxes`, the second half alone, for a run without Ray).
+  The driver runs it after its workers are gone (evolve/executors/), and the guardian
   (evolve/guardian.py) runs it when the driver ends without doing so;
 - `sweep`, which `evolve run` runs first (the commands that only read change nothing, and
   show such a run as `killed` once its lease lapses: evolve/run_states.py), marks as `killed`

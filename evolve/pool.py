@@ -5,32 +5,32 @@ the end.
 Nothing here waits on a worker. A worker is placed, then set up (its `prepare`, which may
 build and time the seed, or build a corpus for minutes) while the loop goes on with the
 workers it has; the loop hands the pool what finished through `started`, and calls `tend`
-on every turn. A worker that Ray has not placed START_DEADLINE_S after it was asked for
+on every turn. A worker that is not placed START_DEADLINE_S after it was asked for
 (the cluster has no free CPU for it) is given up, and its slot stays empty: the pool has
-shrunk, and says so on the board and in the log. Every ROOM_POLL_S the pool asks Ray for
-free CPUs and fills empty slots as they appear, so it grows back when nodes return.
+shrunk, and says so on the board and in the log. Every ROOM_POLL_S the pool asks the
+executor (evolve/executors/) for free CPUs and fills empty slots as they appear, so it grows
+back when nodes return.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
-
-import ray
-from ray.actor import ActorHandle
-from ray.exceptions import RayError
+from typing import Any
 
 from evolve.evaluator import Evaluator
 from evolve.events import Event, EventLog
+from evolve.executors import Actor, Executor, WorkerLost
 from evolve.program import Program
 from evolve.task import SandboxSpec
-from evolve.workers import EvaluationWorker, Placement
+from evolve.workers import Placement
 
 log = logging.getLogger("evolve.pool")
 
 CLOSE_TIMEOUT_S = 10.0  # for workers to remove their containers at the end of a run
-START_DEADLINE_S = 60.0  # for Ray to place a new worker on a node with a free CPU
+START_DEADLINE_S = 60.0  # for a new worker to be placed on a node with a free CPU
 ROOM_POLL_S = 5.0  # how often a shrunk pool looks for free CPUs
 RETRY_AFTER_FAILED_SETUP_S = 30.0  # a slot whose set-up failed waits this long, then doubles
 MAX_RETRY_S = 600.0
@@ -46,30 +46,32 @@ class SetupFailed(RuntimeError):
 class Placing:
     """A worker asked for but not yet placed on a node."""
 
-    actor: ActorHandle
+    actor: Actor
     name: str
-    due: float  # time.monotonic() by which Ray must have placed it
+    due: float  # time.monotonic() by which it must have been placed
 
 
 class WorkerPool:
     def __init__(
         self,
+        executor: Executor,
         evaluator: Evaluator,
         sandbox: SandboxSpec,
         seed: Program,
         size: int,
         events: EventLog,
     ) -> None:
+        self.executor = executor
         self.evaluator, self.sandbox, self.seed, self.size = evaluator, sandbox, seed, size
         self.events = events
-        self.idle: list[ActorHandle] = []
-        self.busy: dict[ActorHandle, int] = {}  # a worker with jobs: how many (1 or DEPTH)
-        self.one_job: dict[ActorHandle, None] = {}  # busy with one job, oldest first
-        self.workers: dict[ActorHandle, Placement] = {}
-        self.placing: dict[ray.ObjectRef, Placing] = {}
+        self.idle: list[Actor] = []
+        self.busy: dict[Actor, int] = {}  # a worker with jobs: how many (1 or DEPTH)
+        self.one_job: dict[Actor, None] = {}  # busy with one job, oldest first
+        self.workers: dict[Actor, Placement] = {}
+        self.placing: dict[Future[Any], Placing] = {}
         # Placed workers running their set-up: no deadline, as a set-up may build a corpus
         # for minutes; the loop does not wait for it.
-        self.preparing: dict[ray.ObjectRef, ActorHandle] = {}
+        self.preparing: dict[Future[Any], Actor] = {}
         self.vacant = 0  # slots with no worker, waiting for room in the cluster
         self.setup_errors: set[str] = set()
         self._started = 0  # workers asked for so far, for their names
@@ -92,36 +94,36 @@ class WorkerPool:
     def coming(self) -> int:
         return len(self.placing) + len(self.preparing)
 
-    def refs(self) -> list[ray.ObjectRef]:
+    def waiting(self) -> list[Future[Any]]:
         """What the loop waits on for the pool, beside its evaluations."""
         return [*self.placing, *self.preparing]
 
-    def waits_on(self, ref: ray.ObjectRef) -> bool:
+    def waits_on(self, ref: Future[Any]) -> bool:
         return ref in self.placing or ref in self.preparing
 
-    def started(self, ref: ray.ObjectRef) -> None:
+    def started(self, ref: Future[Any]) -> None:
         """One of `refs()` is ready: a worker was placed, or finished its set-up."""
         if ref in self.placing:
             self._placed(ref)
         else:
             self._prepared(ref)
 
-    def _placed(self, ref: ray.ObjectRef) -> None:
+    def _placed(self, ref: Future[Any]) -> None:
         placing = self.placing.pop(ref)
         try:
-            where: Placement = ray.get(ref)
-        except RayError as exc:  # the actor could not be created, or its node died
+            where: Placement = ref.result()
+        except WorkerLost as exc:  # the actor could not be created, or its node died
             self._lost_in_setup(placing.actor, placing.name, exc)
             return
         self.workers[placing.actor] = where
-        self.preparing[placing.actor.prepare.remote(self.seed)] = placing.actor
+        self.preparing[placing.actor.call("prepare", self.seed)] = placing.actor
 
-    def _prepared(self, ref: ray.ObjectRef) -> None:
+    def _prepared(self, ref: Future[Any]) -> None:
         actor = self.preparing.pop(ref)
         where = self.workers[actor]
         try:
-            error: str | None = ray.get(ref)
-        except RayError as exc:
+            error: str | None = ref.result()
+        except WorkerLost as exc:
             self._lost_in_setup(actor, where.name, exc)
             return
         if error is not None:
@@ -142,7 +144,7 @@ class WorkerPool:
         elif not self._shrunk_said:
             self.events.emit(Event("info", f"{where.name} ready ({ready} of {self.size})"))
 
-    def _lost_in_setup(self, actor: ActorHandle, name: str, exc: Exception) -> None:
+    def _lost_in_setup(self, actor: Actor, name: str, exc: Exception) -> None:
         """Before any worker was ready this counts as a set-up error (an actor that cannot
         even be created is one); later it is a lost node, and the slot waits for room."""
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -162,9 +164,9 @@ class WorkerPool:
         self._retry_wait_s = min(MAX_RETRY_S, self._retry_wait_s * 2)
 
     def tend(self) -> None:
-        """Give up workers Ray could not place by their deadline, and fill empty slots where
-        Ray has room. Cheap when there is nothing to do: Ray is asked for room at most every
-        ROOM_POLL_S, and only while a slot is empty."""
+        """Give up workers not placed by their deadline, and fill empty slots where the
+        executor has room. Cheap when there is nothing to do: the executor is asked for room
+        at most every ROOM_POLL_S, and only while a slot is empty."""
         now = time.monotonic()
         for ref, placing in list(self.placing.items()):
             if placing.due <= now:
@@ -176,31 +178,31 @@ class WorkerPool:
                 )
         if self.vacant and now >= self._next_room_check:
             self._next_room_check = now + ROOM_POLL_S
-            free = int(ray.available_resources().get("CPU", 0))
+            free = self.executor.free_cpus()
             for _ in range(min(self.vacant, free)):
                 self.vacant -= 1
                 self._spawn()
 
-    def replace(self, lost: ActorHandle) -> None:
+    def replace(self, lost: Actor) -> None:
         """Kill first: a worker that hangs still holds its CPU, which its successor needs.
-        The successor is asked for at once; Ray places it when a CPU is free, and if none is
-        within START_DEADLINE_S the pool shrinks."""
+        The successor is asked for at once and placed when a CPU is free; if none is within
+        START_DEADLINE_S the pool shrinks."""
         where = self.workers.pop(lost, None)
         log.warning("replacing %s, lost or overdue", where.name if where else "a worker")
         self.busy.pop(lost, None)
         self.one_job.pop(lost, None)
-        ray.kill(lost, no_restart=True)
+        lost.kill()
         self._spawn()
 
     def _spawn(self) -> None:
         name = f"worker-{self._started}"
         self._started += 1
-        actor = EvaluationWorker.remote(self.evaluator, self.sandbox, name)  # type: ignore[attr-defined]
+        actor = self.executor.evaluation_worker(self.evaluator, self.sandbox, name)
         due = time.monotonic() + START_DEADLINE_S
-        self.placing[actor.where.remote()] = Placing(actor, name, due)
+        self.placing[actor.call("where")] = Placing(actor, name, due)
 
-    def _vacate(self, actor: ActorHandle, why: str) -> None:
-        ray.kill(actor, no_restart=True)
+    def _vacate(self, actor: Actor, why: str) -> None:
+        actor.kill()
         self.vacant += 1
         self._raise_if_hopeless()
         ready, coming = self.ready_count(), self.coming()
@@ -242,7 +244,7 @@ class WorkerPool:
         cpu: str | None = None,
         queue: bool = False,
         alone: bool = False,
-    ) -> ActorHandle | None:
+    ) -> Actor | None:
         """An idle worker, or None. `avoid` (a worker's name) asks for another worker, on
         another host where possible; `cpu` asks for that machine kind. A job that asks waits
         while a worker that would suit it is busy or starting, and takes what there is once
@@ -264,12 +266,12 @@ class WorkerPool:
         self.busy[choice] = DEPTH
         return choice
 
-    def _suitable(self, avoid: str | None, cpu: str | None) -> ActorHandle | None:
+    def _suitable(self, avoid: str | None, cpu: str | None) -> Actor | None:
         if avoid is None and cpu is None:
             return self.idle[-1]
         avoided_host = avoid.partition("@")[2] if avoid else None
 
-        def rank(actor: ActorHandle) -> tuple[bool, bool, bool]:
+        def rank(actor: Actor) -> tuple[bool, bool, bool]:
             w = self.workers[actor]
             return (
                 cpu is not None and w.cpu != cpu,
@@ -285,7 +287,7 @@ class WorkerPool:
             return None
         return best
 
-    def give_back(self, actor: ActorHandle) -> None:
+    def give_back(self, actor: Actor) -> None:
         """One of the worker's jobs ended."""
         jobs = self.busy.pop(actor) - 1
         if jobs > 0:
@@ -298,9 +300,10 @@ class WorkerPool:
     def stop(self) -> None:
         """Idle workers close their sandboxes first; busy ones (after Ctrl-C) and those still
         starting die at once, and the next sandbox on this host reaps what they leave."""
-        closing = [actor.close.remote() for actor in self.idle]
-        ray.wait(closing, num_returns=len(closing), timeout=CLOSE_TIMEOUT_S)
+        closing = [actor.call("close") for actor in self.idle]
+        if closing:
+            wait(closing, timeout=CLOSE_TIMEOUT_S)
         starting = [p.actor for p in self.placing.values()] + list(self.preparing.values())
         for actor in [*self.idle, *self.busy, *starting]:
-            ray.kill(actor, no_restart=True)
+            actor.kill()
         self.idle, self.busy, self.one_job, self.placing, self.preparing = [], {}, {}, {}, {}

@@ -1,9 +1,9 @@
 """Which operator makes the next proposal, on which parent; what becomes of it is
 evolve/admission.py's.
 
-Proposals run in long-lived Ray actors that take no CPU slot (evolve/proposal_workers.py),
-except the autotuner's, which are made in the driver and concluded at once: a trip through
-Ray, even through its object store, would cost far more than the proposal. Each is opened in
+Proposals run in long-lived proposal workers (evolve/proposal_workers.py), except the
+autotuner's, which are made in the driver and concluded at once: a trip to a worker would
+cost far more than the proposal. Each is opened in
 the store's proposals ledger before it starts and settled with its outcome when it
 returns; its model calls reach the store as they complete (evolve/ledger_writer.py). A
 model proposal gets the model keys with it and waits on the run's per-provider circuit
@@ -23,10 +23,8 @@ import logging
 import random
 from collections import deque
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any
-
-import ray
-from ray.exceptions import RayError
 
 from evolve.admission import FINISHER, Admission, MutationJob
 from evolve.autotuner_draws import draw_new
@@ -34,6 +32,7 @@ from evolve.briefing import Briefing
 from evolve.budgets import Budgets
 from evolve.candidate_cache import CandidateCache
 from evolve.events import Event, EventLog
+from evolve.executors import Executor, WorkerLost
 from evolve.failure_streak import SAME_FAILURES, FailureStreak
 from evolve.knobs import find_knobs
 from evolve.mutators import LLM_OPERATORS, Autotuner, MutationRequest, Mutator, Proposal
@@ -72,8 +71,10 @@ class Proposer:
         events: EventLog,
         services: RunServices,
         slots: int,
+        executor: Executor,
     ) -> None:
-        """`slots`: the most proposals made at once."""
+        """`slots`: the most proposals made at once; `executor`, where the proposal workers
+        run."""
         self.spec, self.store, self.run_name = spec, store, run_name
         self.strategy, self.candidates = strategy, candidates
         self.budgets, self.events = budgets, events
@@ -82,7 +83,7 @@ class Proposer:
         self.mutators = {m.name: (mutators[m.name], m.weight) for m in spec.mutators}
         remote = {name: m for name, m in mutators.items() if not isinstance(m, Autotuner)}
         providers = [model_config(m).provider for m in spec.llm.models] if spec.llm else []
-        self.workers = ProposalWorkers(remote, slots, services, providers)
+        self.workers = ProposalWorkers(remote, slots, services, providers, executor)
         self.keys = Keys.read(key_names(spec.llm))  # for model proposals only
         self.bandit = self._restore_bandit() if spec.llm and spec.llm.adaptive else None
         model_made = any(name in LLM_OPERATORS for name in self.mutators)
@@ -103,7 +104,7 @@ class Proposer:
             store, run_name, novelty=self.novelty, budgets=budgets, events=events, recent=recent
         )
         self.finisher = Autotuner({})
-        self.in_flight: dict[ray.ObjectRef, MutationJob] = {}
+        self.in_flight: dict[Future[Any], MutationJob] = {}
         # Proposals made in the driver, which the engine concludes in the same turn.
         self.made: list[tuple[MutationJob, Proposal | MutationFailed]] = []
         # Proposals opened in the store's current turn, sent once it has committed.
@@ -199,13 +200,13 @@ class Proposer:
                 return pick
         return None
 
-    def finish(self, ref: ray.ObjectRef, *, room: bool) -> CandidateRecord | None:
-        """A proposal task's result, settled (see `conclude`)."""
-        job = self.in_flight.pop(ref)
-        self.workers.done(ref)
+    def finish(self, future: Future[Any], *, room: bool) -> CandidateRecord | None:
+        """A proposal worker's answer, settled (see `conclude`)."""
+        job = self.in_flight.pop(future)
+        self.workers.done(future)
         try:
-            proposal = ray.get(ref)
-        except RayError as exc:
+            proposal = future.result()
+        except WorkerLost as exc:
             proposal = MutationFailed(f"mutation task lost: {exc}")
         return self.conclude(job, proposal, room=room)
 

@@ -1,16 +1,19 @@
 """Which environment variables are secrets, and how the model keys reach the model clients.
 
-Candidates run below Ray's worker processes, so whatever those processes hold is one escape
-(or one careless line of feedback) away from the store. Their environment is the easy
-target: /proc/PID/environ shows a process's *initial* environment, so a key that a worker
-deletes from os.environ after it started is still there to read. Hence:
+Candidates run below the evaluation workers, so whatever those processes hold is one
+escape (or one careless line of feedback) away from the store. Their environment is the
+easy target: /proc/PID/environ shows a process's *initial* environment, so a key that a
+worker deletes from os.environ after it started is still there to read. Hence:
 
-- no Ray process is started with a secret in its environment: `withheld` takes them out of
-  os.environ while `ray.init` starts the local instance (evolve/cluster.py), and puts them
-  back for the driver, which is the only process that reads the user's environment;
-- the driver reads the model keys once (`Keys.read`) and sends them to each proposal task
-  as a small task argument (Ray inlines it in the task; it never lands in the shared-memory
-  object store); `Keys.lent` shows them to the model clients for that task only;
+- no worker process is started with a secret in its environment: a local run's evaluation
+  workers and the guardian get `environment_without` the secrets (evolve/executors/,
+  evolve/guardian.py); for a local Ray instance, `withheld` takes them out of os.environ
+  while `ray.init` starts it (evolve/cluster.py), and puts them back for the driver, which
+  is the only process that reads the user's environment;
+- the driver reads the model keys once (`Keys.read`) and hands them to each model proposal
+  as an argument of the call (on Ray a small one, which Ray inlines in the call; it never
+  lands in the shared-memory object store); `Keys.lent` shows them to the model clients for
+  that proposal only;
 - evaluation workers never receive them;
 - a copy of the driver forked to try a task's trusted code (evaluators/task_files.py) forgets
   them first (`forget`), its initial environment blanked.
@@ -59,6 +62,13 @@ def secret_names(environ: Mapping[str, str] | Iterable[str], also: Iterable[str]
     return sorted(
         name for name in environ if name in declared or is_secret(name, values.get(name, ""))
     )
+
+
+def environment_without(also: Iterable[str] = ()) -> dict[str, str]:
+    """os.environ without its secrets (and the names in `also`): the environment of a
+    process the driver starts."""
+    hidden = set(secret_names(os.environ, also))
+    return {name: value for name, value in os.environ.items() if name not in hidden}
 
 
 @contextmanager

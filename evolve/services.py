@@ -5,14 +5,15 @@ worker, on the driver's node (evolve/service_host.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as Late
+from typing import Any
 
-import ray
-from ray.actor import ActorHandle
-from ray.exceptions import RayError
-
+from evolve.executors import Actor, WorkerLost
 from evolve.service_host import ServicePlan
 from evolve.task import TaskSpec
 
@@ -28,8 +29,8 @@ class RunServices:
 
     def __init__(self, plan: ServicePlan | None) -> None:
         self.plan = plan
-        self.host: ActorHandle | None = None
-        self._asking: ray.ObjectRef | None = None
+        self.host: Actor | None = None
+        self._asking: Future[Any] | None = None
         self._asked_at = 0.0
         self._line = ""
 
@@ -38,18 +39,16 @@ class RunServices:
         so the loop is not held up by it."""
         if self.host is None:
             return ""
-        if self._asking is not None:
-            ready, _ = ray.wait([self._asking], timeout=0)
-            if ready:
-                status = ray.get(self._asking)
-                self._line = "; ".join(status.values())
-                self._asking = None
+        if self._asking is not None and self._asking.done():
+            with contextlib.suppress(WorkerLost):  # else the run is ending
+                self._line = "; ".join(self._asking.result().values())
+            self._asking = None
         if self._asking is None and time.monotonic() - self._asked_at >= STATUS_EVERY_S:
-            self._asking = self.host.status.remote()
+            self._asking = self.host.call("status")
             self._asked_at = time.monotonic()
         return self._line
 
-    def drain(self, others: Sequence[ActorHandle] = ()) -> None:
+    def drain(self, others: Sequence[Actor] = ()) -> None:
         """Before the host is stopped, the ledger writer finishes the writes it was sent:
         each is a call that was paid for. `others`, the proposal workers that reach it
         through Ray, first wait for the writes they sent: a threaded actor runs calls from
@@ -57,14 +56,16 @@ class RunServices:
         if self.host is None:
             return
         try:
-            flushed = [worker.flushed.remote(DRAIN_TIMEOUT_S) for worker in others]
-            if unconfirmed := sum(ray.get(flushed, timeout=2 * DRAIN_TIMEOUT_S)):
+            flushed = [worker.call("flushed", DRAIN_TIMEOUT_S) for worker in others]
+            deadline = time.monotonic() + 2 * DRAIN_TIMEOUT_S
+            unconfirmed = sum(f.result(max(0.0, deadline - time.monotonic())) for f in flushed)
+            if unconfirmed:
                 log.warning("%d model call(s) sent to the ledger writer unconfirmed", unconfirmed)
-        except RayError:
+        except (WorkerLost, Late):
             log.exception("the proposal workers did not confirm the writes they sent")
         try:
-            ray.get(self.host.drained.remote(), timeout=DRAIN_TIMEOUT_S)
-        except RayError:
+            self.host.call("drained").result(DRAIN_TIMEOUT_S)
+        except (WorkerLost, Late):
             log.exception("the ledger writer did not confirm its last writes")
 
 

@@ -1,4 +1,5 @@
-"""The store, read-only, for the agent's tools wherever on a cluster they run.
+"""The store, read-only, for the agent's tools wherever they run: an actor
+(evolve/executors/) on the driver's machine.
 
 Apart from evolve/workers.py and evolve/proposal_making.py so that evaluation and proposal
 workers, which import those modules, do not load the store and SQLAlchemy for it.
@@ -8,15 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
 from evolve.champion import champion_of
 from evolve.store import CandidateRecord, Store
 from evolve.store.evaluations import scoring_evaluation
 
 
-@ray.remote(num_cpus=0)
 class StoreReader:
     """Read-only access to one run for the agent's tools, wherever on a cluster they run.
 
@@ -69,10 +66,3 @@ def _measured(candidate: CandidateRecord) -> str:
     if candidate.measurements > 1:
         return f"the lowest of {candidate.measurements} measurements"
     return "measured once"
-
-
-def start_store_reader(url: str, run_name: str) -> ray.actor.ActorHandle:
-    here = ray.get_runtime_context().get_node_id()
-    return StoreReader.options(  # type: ignore[attr-defined]
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False)
-    ).remote(url, run_name)

@@ -1,15 +1,16 @@
 """Deadlines for evaluations, kept by the driver.
 
 A worker can stop answering without dying: a candidate that ptrace-attaches to its parent
-leaves the evaluation worker stopped, and Ray, which only notices dead processes, waits for
-it forever, and so does the run. The driver therefore gives each evaluation a deadline and
-treats a worker that misses it as lost: the engine kills and replaces it, and records the
-candidate as `timeout`.
+leaves the evaluation worker stopped, and a call to it, which ends only when the worker
+answers or dies, waits forever, and so does the run. The driver therefore gives each
+evaluation a deadline and treats a worker that misses it as lost: the engine kills and
+replaces it, and records the candidate as `timeout`.
 
 The deadline follows from the sandbox's limits. An evaluation is a cascade of sandbox runs,
 each ended by the sandbox at its time limit; so one evaluation takes at most the sum of
 those limits, plus what the backend may take beyond a limit to kill a job and recover, plus
-the evaluator's own Python work (references, comparisons) and Ray's. An evaluator can state
+the evaluator's own Python work (references, comparisons) and the calls to and from the
+worker. An evaluator can state
 its worst case with an optional `worst_case_s(limits) -> float`; without it, it is assumed
 to make at most DEFAULT_SANDBOX_RUNS runs. The bound is meant to be generous: it exists to
 free a slot that would otherwise never free, not to time anything.
@@ -35,7 +36,7 @@ DEFAULT_SANDBOX_RUNS = 20
 # What a backend may take past a job's time limit: Docker waits 15 s before it kills the
 # container, then starts a new one.
 SANDBOX_GRACE_S = 20.0
-MARGIN = 0.25  # of the worst case, for the evaluator's own work and Ray's, on a busy machine
+MARGIN = 0.25  # of the worst case, for the evaluator's own work and the calls, on a busy machine
 MIN_MARGIN_S = 10.0
 
 

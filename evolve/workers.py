@@ -1,4 +1,5 @@
-"""The evaluation actors: long-lived, so each keeps its sandbox warm and its baselines.
+"""The evaluation workers: long-lived actors (evolve/executors/), so each keeps its sandbox
+warm and its baselines.
 
 Proposals are made elsewhere (evolve/proposal_making.py: in the driver for the autotuner,
 in the actors of evolve/proposal_workers.py for a model), and this module imports none of
@@ -15,8 +16,6 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-
-import ray
 
 from evolve.evaluator import Evaluator
 from evolve.hardware import cpu_model
@@ -44,7 +43,6 @@ class Placement:
     cpu: str
 
 
-@ray.remote(num_cpus=1)
 class EvaluationWorker:
     def __init__(self, evaluator: Evaluator, sandbox: SandboxSpec, name: str) -> None:
         self.evaluator = evaluator
@@ -55,14 +53,14 @@ class EvaluationWorker:
         self.name = f"{name}@{socket.gethostname()}"
         # Where every evaluation of this worker ran, stored with it: a timing means
         # something only beside timings from the same kind of machine.
-        self.node = {
-            "node_id": ray.get_runtime_context().get_node_id(),
-            "host": socket.gethostname(),
-            "cpu": cpu_model(),
-        }
+        self.node = {"node_id": self.node_id(), "host": socket.gethostname(), "cpu": cpu_model()}
+
+    def node_id(self) -> str:
+        """The node this worker runs on; on one machine, the host."""
+        return socket.gethostname()
 
     def where(self) -> Placement:
-        """Answers as soon as Ray has placed the actor, before its slow set-up."""
+        """Answers as soon as the actor is placed, before its slow set-up."""
         return Placement(self.name, **self.node)
 
     def prepare(self, seed: Program) -> str | None:

@@ -1,10 +1,23 @@
 """Sandbox backends, chosen by the task's `sandbox.backend` through the table in
 evolve/sandbox.py; each backend module offers `open_sandbox`, `readiness` and
-`reap_orphans` (the `Backend` protocol there)."""
+`reap_orphans` (the `Backend` protocol there). The names below load their backend when
+first asked for: a process that uses one backend does not load the other's (the Docker
+SDK, for one)."""
 
 from __future__ import annotations
 
-from sandboxes.docker import DockerSandbox, docker_available
-from sandboxes.process import ProcessSandbox
+import importlib
+from typing import Any
 
-__all__ = ["DockerSandbox", "ProcessSandbox", "docker_available"]
+_HOMES = {
+    "DockerSandbox": "sandboxes.docker",
+    "docker_available": "sandboxes.docker",
+    "ProcessSandbox": "sandboxes.process",
+}
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'sandboxes' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from evolve.engine import Engine, Outcome
+from evolve.executors.local import LocalExecutor
 from evolve.program import Program
 from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
@@ -186,7 +187,13 @@ def run_candidates(
         assert added is not None
         ids[name] = added.id
     engine = Engine(
-        task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path / "results"
+        task,
+        store,
+        run,
+        make_evaluator(task),
+        LocalExecutor(tmp_path),
+        workers=1,
+        results_dir=tmp_path / "results",
     )
     return engine.run(), store, ids
 
@@ -225,10 +232,12 @@ REFUSED_HARMLESS = {"kill_all"}
 
 @pytest.mark.docker
 @pytest.mark.skipif(not docker_available()[0], reason=f"docker: {docker_available()[1]}")
-@pytest.mark.usefixtures("ray_session")
 def test_every_attack_is_contained_and_the_run_goes_on(
-    tmp_path: Path, host_listener: tuple[int, list[bytes]]
+    tmp_path: Path, host_listener: tuple[int, list[bytes]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # In the driver's environment, so in the evaluation workers' too: its name is not a
+    # secret's, so only the sandbox's own wall keeps it from a candidate.
+    monkeypatch.setenv("EVOLVE_CANARY_VALUE", SECRET)
     port, received = host_listener
     host_file = tmp_path / "host-only.txt"
     host_file.write_text("host-only-content")
@@ -498,8 +507,8 @@ sandbox: {backend: BACKEND, timeout_s: 20, memory_mb: 512}
 CHEAT_TASK = CHEAT_TASK.replace("CONTRACT", MATMUL_CONTRACT)
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("backend", [pytest.param("docker", marks=DOCKER), "process"])
-@pytest.mark.usefixtures("ray_session")
 def test_measurement_attacks_are_caught_and_never_crowned(tmp_path: Path, backend: str) -> None:
     cases = measurement_attacks(shim_bytes(tmp_path))
     programs = [

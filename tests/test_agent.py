@@ -1,6 +1,7 @@
 """Agent mode on the real matmul task: the real openai and anthropic SDKs drive a tool loop
 against the scripted server, drafts are built and checked by gcc in the process sandbox, and
-only the submitted program becomes a candidate."""
+only the submitted program becomes a candidate; with the run's workers on this machine (the
+local executor) and on Ray, where the agent reads the store through a Ray actor."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import ray
 
-from evolve import store_reader
 from evolve.engine import Engine
+from evolve.executors import Executor
+from evolve.executors.local import LocalExecutor
+from evolve.executors.on_ray import RayExecutor
 from evolve.llm.config import parse_model
 from evolve.mutators import MutationError, MutationRequest, Parent
 from evolve.mutators.agent import Agent
@@ -66,11 +68,23 @@ def careful_model(seen: list[str]) -> list[Any]:
     return [notes, draft_broken, draft_fixed, look, submit]
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
 def test_the_agent_reads_a_compile_error_fixes_its_draft_and_submits(
     tmp_path: Path, api: str
 ) -> None:
+    _agent_run(tmp_path, api, LocalExecutor(tmp_path))
+
+
+@pytest.mark.usefixtures("ray_session")
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_the_agent_reads_a_compile_error_fixes_its_draft_and_submits_on_ray(
+    tmp_path: Path, api: str
+) -> None:
+    _agent_run(tmp_path, api, RayExecutor())
+
+
+def _agent_run(tmp_path: Path, api: str, executor: Executor) -> None:
     seen: list[str] = []
     with ScriptedLLMServer(*careful_model(seen)) as server:
         url = server.openai_url if api == "openai" else server.anthropic_url
@@ -80,7 +94,7 @@ def test_the_agent_reads_a_compile_error_fixes_its_draft_and_submits(
         store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
         run = store.create_run("agent", task_path=str(task.path), task_yaml=task.text, seed=1,
                                settings={})  # fmt: skip
-        engine = Engine(task, store, run, make_evaluator(task), workers=1,
+        engine = Engine(task, store, run, make_evaluator(task), executor, workers=1,
                         results_dir=tmp_path / "out")  # fmt: skip
         outcome = engine.run()
         requests = server.requests
@@ -113,14 +127,13 @@ def test_the_agent_reads_a_compile_error_fixes_its_draft_and_submits(
     assert all(r.body["tools"] for r in requests), "the tools were not offered"
 
 
-@pytest.mark.usefixtures("ray_session")
 def test_an_agent_that_never_submits_is_capped_and_its_calls_are_kept(tmp_path: Path) -> None:
     wander = ToolCall("lineage", {"id": 999}, input_tokens=400, output_tokens=100)
     with ScriptedLLMServer(default=wander) as server:
         model = {"model": "scripted", "base_url": server.openai_url}
         task = load_task(write_matmul_task(tmp_path, model, mutator="agent"))
         store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
-        reader = store_reader.start_store_reader(store.url, "none")
+        reader = LocalExecutor(tmp_path).store_reader(store.url, "none")
         services = AgentServices(make_evaluator(task), task.spec.sandbox, reader)
         llm = task.spec.llm
         assert llm is not None
@@ -133,7 +146,7 @@ def test_an_agent_that_never_submits_is_capped_and_its_calls_are_kept(tmp_path: 
         by_tokens = Agent({"max_tokens": 1200}, llm, prompt_context(task), None, services)
         with pytest.raises(MutationError, match="cap is 1200") as tokens_out:
             by_tokens.propose(request)
-        ray.kill(reader)
+        reader.kill()
 
     assert len(turns_out.value.calls) == 3
     assert len(tokens_out.value.calls) == 3  # 500 tokens a turn: the third crosses 1200

@@ -12,6 +12,7 @@ import pytest
 from evolve.autotuner_draws import DRAWS, draw_new
 from evolve.budgets import MAX_FRUITLESS
 from evolve.engine import Engine
+from evolve.executors.local import LocalExecutor
 from evolve.llm.hooks import CallHooks
 from evolve.mutators import Autotuner, MutationRequest, Parent, Proposal
 from evolve.program import Program
@@ -89,7 +90,7 @@ def test_a_failed_draw_is_not_drawn_again() -> None:
     assert held.asked == 0 and not isinstance(made, Proposal)
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_a_run_with_nothing_left_to_draw_stops_after_as_many_proposals_as_before(
     tmp_path: Path,
 ) -> None:
@@ -118,7 +119,13 @@ def test_a_run_with_nothing_left_to_draw_stops_after_as_many_proposals_as_before
     store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
     run = store.create_run("r", task_path=str(task.path), task_yaml=task.text, seed=1, settings={})
     engine = Engine(
-        task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path / "results"
+        task,
+        store,
+        run,
+        make_evaluator(task),
+        LocalExecutor(tmp_path),
+        workers=1,
+        results_dir=tmp_path / "results",
     )
     outcome = engine.run()
     assert (

@@ -17,6 +17,7 @@ import pytest
 
 from evolve import orphans
 from evolve.engine import Engine
+from evolve.executors.local import LocalExecutor
 from evolve.search.bandit import ArmStats, CostAwareBandit, improvement_reward
 from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
@@ -172,7 +173,7 @@ def pulls_match_the_ledger(store: Store, run: str) -> dict[str, tuple[int, float
     return arms
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_a_killed_adaptive_run_resumes_with_its_ledger_and_bandit_state(tmp_path: Path) -> None:
     db = tmp_path / "results" / "evolve.db"
     with ScriptedLLMServer(default=two_models()) as server:
@@ -202,8 +203,8 @@ def test_a_killed_adaptive_run_resumes_with_its_ledger_and_bandit_state(tmp_path
             run = store.get_run("bandit")
             assert run is not None
             loaded = load_task(task)
-            engine = Engine(loaded, store, run, make_evaluator(loaded), workers=1,
-                            results_dir=tmp_path / "peek")  # fmt: skip
+            engine = Engine(loaded, store, run, make_evaluator(loaded), LocalExecutor(tmp_path),
+                            workers=1, results_dir=tmp_path / "peek")  # fmt: skip
             bandit = engine.proposer.bandit
             assert bandit is not None
             restored = {a: (s.pulls, s.reward, s.cost_usd) for a, s in bandit.stats.items()}

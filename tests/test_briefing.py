@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 from evolve.briefing import Briefing
 from evolve.budgets import Budgets
@@ -142,3 +143,71 @@ def test_the_legend_names_are_fixed_by_the_first_evaluation_shown(tmp_path: Path
     assert population.briefing.metric_names == ()
     population.briefing.parent(population.seed)
     assert population.briefing.metric_names == ("speedup", "time_s")
+
+
+def test_what_the_engine_recorded_is_shown_as_the_store_would_show_it(tmp_path: Path) -> None:
+    """A program's metrics and feedback, kept from the evaluations the engine recorded, are
+    those of the evaluation the store says gave its score (the lowest ok one, the latest of
+    equals; else the latest), through re-measurements up and down, a tie and a failure."""
+    population = Population(tmp_path)
+    briefing, store = population.briefing, population.store
+    fresh = Population(tmp_path / "elsewhere").briefing  # reads everything from the store
+    fresh.store = store
+    record = store.add_candidate(
+        RUN, Program({"k.c": SEED + "// new\n"}), parent_ids=[population.seed.id], island=0,
+        generation=1, mutation={},
+    )  # fmt: skip
+    assert record is not None
+    steps = [
+        ("evaluate", "ok", 2.0, "first"),
+        ("remeasure", "ok", 3.0, "higher"),
+        ("remeasure", "ok", 1.5, "lower"),
+        ("remeasure", "ok", 1.5, "tie, later"),
+        ("remeasure", "timeout", None, "failed"),
+    ]
+    read = store.evaluations
+
+    def unread(candidate_id: int) -> list[Any]:
+        raise AssertionError(f"#{candidate_id}'s evaluations were read from the store")
+
+    before = store_record(store, record.id)
+    for kind, status, score, said in steps:
+        metrics = {"speedup": score} if score is not None else {}
+        result = EvalResult(status, metrics=metrics, feedback=said)
+        after = store.record_evaluation(
+            before, result, kind=kind, score=score, input_seed=0, worker="w",
+            started_at=0.0, finished_at=1.0,
+        )  # fmt: skip
+        briefing.measured(before, after, result, score)
+        store.evaluations = unread  # type: ignore[method-assign]
+        shown = briefing.parent(after)
+        store.evaluations = read  # type: ignore[method-assign]
+        expected = fresh.parent(after)
+        assert (shown.metrics, shown.feedback, shown.score) == (
+            expected.metrics,
+            expected.feedback,
+            expected.score,
+        ), kind
+        before = after
+    assert briefing.parent(before).feedback == "tie, later"
+
+
+def test_a_first_evaluation_that_failed_is_shown_without_reading_the_store(
+    tmp_path: Path,
+) -> None:
+    population = Population(tmp_path)
+    briefing, store = population.briefing, population.store
+    record = store.add_candidate(
+        RUN, Program({"k.c": SEED + "// broken\n"}), parent_ids=[population.seed.id],
+        island=0, generation=1, mutation={},
+    )  # fmt: skip
+    assert record is not None
+    before = store_record(store, record.id)
+    result = EvalResult("error", feedback="kernel.c:3: error: expected ';'")
+    after = store.record_evaluation(
+        before, result, kind="evaluate", score=None, input_seed=0, worker="w",
+        started_at=0.0, finished_at=1.0,
+    )  # fmt: skip
+    briefing.measured(before, after, result, None)
+    store.evaluations = None  # type: ignore[assignment,method-assign]  # a read would fail
+    assert briefing.parent(after).feedback == "kernel.c:3: error: expected ';'"

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from evolve.engine import Engine
+from evolve.executors.local import LocalExecutor
 from evolve.llm.records import LLMCall
 from evolve.llm.reservations import Book
 from evolve.store import Store
@@ -40,7 +41,13 @@ def run(tmp_path: Path, task_file: Path) -> tuple[Any, Store]:
         RUN, task_path=str(task.path), task_yaml=task.text, seed=3, settings={}
     )
     engine = Engine(
-        task, store, record, make_evaluator(task), workers=1, results_dir=tmp_path / "out"
+        task,
+        store,
+        record,
+        make_evaluator(task),
+        LocalExecutor(tmp_path),
+        workers=1,
+        results_dir=tmp_path / "out",
     )
     return engine.run(), store
 
@@ -52,7 +59,7 @@ def refusal(reason: str, unit: str) -> float:
     return float(found.group(1).replace(",", ""))
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_a_token_budget_with_many_proposals_in_flight_is_never_passed(tmp_path: Path) -> None:
     limit = 12_000
     model = BillingModel()
@@ -69,7 +76,7 @@ def test_a_token_budget_with_many_proposals_in_flight_is_never_passed(tmp_path: 
     assert limit - refusal(outcome.reason, "") < billed <= limit
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_a_usd_budget_with_many_proposals_in_flight_is_never_passed(tmp_path: Path) -> None:
     limit = 0.02
     with ScriptedLLMServer(default=BillingModel()) as server:
@@ -86,7 +93,7 @@ def test_a_usd_budget_with_many_proposals_in_flight_is_never_passed(tmp_path: Pa
     assert limit - refusal(outcome.reason, "") - 1e-4 < spent <= limit
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_a_request_that_outlasts_the_timeout_is_charged_as_the_provider_bills_it(
     tmp_path: Path,
 ) -> None:

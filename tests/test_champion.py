@@ -1,5 +1,5 @@
-"""The champion policy: the referee against a real SQLite store, then the real engine on Ray
-with the synthetic evaluator's suspects, which claim a near perfect distance and a
+"""The champion policy: the referee against a real SQLite store, then the real engine with
+the synthetic evaluator's suspects, which claim a near perfect distance and a
 hundredfold speedup."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from evaluators.synthetic import SUSPECT_DISTANCE
 from evolve import champion
 from evolve.champion import Referee, agree, is_flagged
 from evolve.engine import Engine
+from evolve.executors.local import LocalExecutor
 from evolve.program import Program
 from evolve.results import EvalResult
 from evolve.store import CandidateRecord, Store, default_url
@@ -215,7 +216,7 @@ def crowned(recorder: Recorder) -> set[int | None]:
     return {e.candidate_id for e in recorder.events if e.kind == "best"}
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_a_hundredfold_step_is_remeasured_flagged_and_never_crowned_while_it_disagrees(
     tmp_path: Path,
 ) -> None:
@@ -253,7 +254,7 @@ def test_a_hundredfold_step_is_remeasured_flagged_and_never_crowned_while_it_dis
     assert all(store_record(store, i).score < -1.0 for i in crowned(recorder))  # type: ignore[arg-type, operator]
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_a_flagged_candidate_whose_measurements_agree_is_crowned_and_shown_flagged(
     tmp_path: Path,
 ) -> None:
@@ -272,7 +273,7 @@ def test_a_flagged_candidate_whose_measurements_agree_is_crowned_and_shown_flagg
     assert "FLAGGED in evaluation" in shown and "is above 12.0: too good to be true" in shown
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 @pytest.mark.parametrize("timeouts", [1, 5])
 def test_a_re_measurement_that_times_out_is_tried_again_never_failing_the_candidate(
     tmp_path: Path, timeouts: int
@@ -303,7 +304,7 @@ def test_a_re_measurement_that_times_out_is_tried_again_never_failing_the_candid
         )
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_resume_keeps_a_flagged_candidate_that_disagrees_uncrowned(tmp_path: Path) -> None:
     task_file, store, _, best = run_with_suspects(
         tmp_path, "suspect_flagged: true, suspect_drift: 2"
@@ -321,6 +322,7 @@ def test_resume_keeps_a_flagged_candidate_that_disagrees_uncrowned(tmp_path: Pat
         store,
         run,
         make_evaluator(task),
+        LocalExecutor(tmp_path),
         workers=1,
         results_dir=tmp_path / "results",
         observer=recorder,

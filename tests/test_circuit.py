@@ -14,19 +14,19 @@ from typing import Any
 import pytest
 import ray
 
+from evolve.executors.on_ray import start_proposal_worker
+from evolve.executors.ray_services import RemoteLedger, reaching
 from evolve.llm import parse_model
 from evolve.llm.circuit import (
     CAP_S,
     POLL_S,
     Circuit,
-    SharedCircuits,
     provider_key,
 )
 from evolve.llm.client import LLMClient
 from evolve.llm.hooks import CallHooks, hooked
 from evolve.llm.records import LLMCall
-from evolve.proposal_workers import NO_MUTATORS, start_worker
-from evolve.service_host import RemoteLedger, ServicePlan
+from evolve.service_host import ServicePlan
 from tests.fakes.llm_server import Fail, Reply, ScriptedLLMServer
 
 
@@ -213,9 +213,9 @@ class Storm:
 def test_workers_share_one_circuit_so_a_storm_costs_probes_not_a_stream(tmp_path: Path) -> None:
     workers, storm = 4, Storm(seconds=3.0)
     plan = ServicePlan(f"sqlite:///{tmp_path / 'e.db'}", base_s=0.5)
-    circuits = start_worker(NO_MUTATORS, plan, ())
+    circuits = start_proposal_worker({}, plan, ())
     ledger = Ledger.remote()  # type: ignore[attr-defined]
-    shared = SharedCircuits.reaching(circuits)  # each task unpickles a view of its own
+    shared = reaching(circuits)  # each task unpickles a view of its own
     began = time.time()
     with ScriptedLLMServer(default=storm) as server:
         refs = [
@@ -255,9 +255,9 @@ def test_a_process_trusts_closed_for_a_while_and_reports_only_what_moves_the_cir
     # Open for a second at a time: long enough that the asks below, a Ray call each, come
     # before it half-opens on a loaded machine (0.2 s was not, once in six runs).
     plan = ServicePlan(f"sqlite:///{tmp_path / 'e.db'}", base_s=1.0, cap_s=1.0)
-    circuits = start_worker(NO_MUTATORS, plan, ())
-    here = SharedCircuits.reaching(circuits, trust_s=60.0)
-    elsewhere = SharedCircuits.reaching(circuits)
+    circuits = start_proposal_worker({}, plan, ())
+    here = reaching(circuits, trust_s=60.0)
+    elsewhere = reaching(circuits)
     slept: list[float] = []
 
     def sleep(seconds: float) -> None:
@@ -299,6 +299,6 @@ class SlowToHear:
 @pytest.mark.usefixtures("ray_session")
 def test_a_process_hears_its_own_report_before_it_asks_again() -> None:
     host = SlowToHear.remote()  # type: ignore[attr-defined]
-    circuits = SharedCircuits.reaching(host)
+    circuits = reaching(host)
     circuits.report("p", "rate_limited", None, probe=False)
     assert circuits.ask("p") == (0.0, "open")

@@ -1,7 +1,9 @@
-"""Stopping a run leaves nothing running: SIGTERM removes the run's containers and Ray
+"""Stopping a run leaves nothing running: SIGTERM removes the run's containers and worker
 processes before the driver exits, `kill -9` of the driver leaves no candidate or worker
 alive five seconds later, and the next `evolve` command marks such a run stopped and cleans
-up what is left even when nothing else could.
+up what is left even when nothing else could. Each holds for a run on this machine's
+processes (the local executor, `evolve run`'s default) and for one on a local Ray instance
+(`--ray-address local`).
 
 Each run evaluates with a real evaluator plugin, installed for the test through an entry
 point as a user would, whose candidates sleep in the sandbox two processes deep until they
@@ -55,6 +57,7 @@ budget: {{candidates: 5}}
 sandbox: {{backend: {backend}, timeout_s: 3000}}
 """
 needs_docker = pytest.mark.skipif(not docker_available()[0], reason=f"{docker_available()[1]}")
+EXECUTORS = ["local", "ray"]  # where the run's workers are: this machine's processes, or Ray
 
 
 def _install_plugin(site: Path) -> dict[str, str]:
@@ -81,15 +84,20 @@ def _next_run(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProces
     return done
 
 
-def _start(tmp_path: Path, backend: str) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+def _start(
+    tmp_path: Path, backend: str, executor: str
+) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+    """`evolve run` of the sleepy task, its workers on `executor` ("local" or "ray")."""
     env = _install_plugin(tmp_path / "site")
     (tmp_path / "task").mkdir()
     (tmp_path / "task" / "seed.py").write_text(SYNTHETIC_SEED)
     (tmp_path / "task" / "task.yaml").write_text(TASK.format(backend=backend))
     log = (tmp_path / "driver.log").open("wb")
+    where = ["--ray-address", "local"] if executor == "ray" else []
+    command = [*EVOLVE, "run", "task/task.yaml", "--name", "sleepy", "--workers", "1", "--plain"]
     driver = subprocess.Popen(
-        [*EVOLVE, "run", "task/task.yaml", "--name", "sleepy", "--workers", "1", "--plain"],
-        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [*command, *where], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
     )  # fmt: skip
     return driver, env
 
@@ -118,13 +126,16 @@ def _alive(processes: list[ProcessId]) -> list[ProcessId]:
 
 def _evaluating(driver: subprocess.Popen[bytes], tmp_path: Path) -> list[ProcessId]:
     """Wait until a candidate sleeps in the sandbox; then every process of the run: the
-    driver's descendants (Ray, its workers, the guardian) and the candidate's."""
+    driver's descendants (its workers, Ray if it has it, the guardian) and the candidate's.
+    Sleepers already there when it is called are another test's leftovers: the driver has
+    only just started, seconds before its first candidate can sleep."""
+    earlier = set(_sleepers())
     deadline = time.monotonic() + 180
-    while len(_sleepers()) < 2:
+    while len(ours := [p for p in _sleepers() if p not in earlier]) < 2:
         assert driver.poll() is None, (tmp_path / "driver.log").read_text()
         assert time.monotonic() < deadline, "no candidate started sleeping"
         time.sleep(0.2)
-    return _descendants(driver.pid) + _sleepers()
+    return _descendants(driver.pid) + ours
 
 
 def _containers(owners: list[ProcessId]) -> list[str]:
@@ -147,16 +158,31 @@ def _kill_group(driver: subprocess.Popen[bytes]) -> None:
         os.killpg(driver.pid, signal.SIGKILL)
 
 
+def _worker(run: list[ProcessId], executor: str) -> ProcessId:
+    """The run's one evaluation worker: the local executor's child process, or Ray's actor."""
+    if executor == "ray":
+        found = [p for p in run if _cmdline(p).startswith(b"ray::RayEvaluationWorker")]
+    else:
+        found = [p for p in run if b"\0-m\0evolve.executors.actor_process\0" in _cmdline(p)]
+    assert len(found) == 1, [_cmdline(p) for p in run]
+    return found[0]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize(
     "backend", ["process", pytest.param("docker", marks=[pytest.mark.docker, needs_docker])]
 )
 def test_after_kill_9_of_the_driver_nothing_of_the_run_lives_5_s(
-    tmp_path: Path, backend: str
+    tmp_path: Path, backend: str, executor: str
 ) -> None:
-    driver, env = _start(tmp_path, backend)
+    driver, env = _start(tmp_path, backend, executor)
     try:
         run = _evaluating(driver, tmp_path)
-        assert any(_cmdline(p).startswith(b"ray::") for p in run), "no Ray worker seen"
+        _worker(run, executor)
+        ray_processes = [p for p in run if _cmdline(p).startswith(b"ray::")]
+        assert bool(ray_processes) == (executor == "ray"), [_cmdline(p) for p in run]
+        if backend == "docker":
+            assert _containers(run), "no sandbox container seen"
         driver.send_signal(signal.SIGKILL)
         killed = time.monotonic()
         driver.wait(timeout=10)
@@ -166,7 +192,7 @@ def test_after_kill_9_of_the_driver_nothing_of_the_run_lives_5_s(
         left = _alive(run)
     finally:
         _kill_group(driver)
-    print(f"\n{backend}: the last process of the run ended {took:.2f} s after kill -9")
+    print(f"\n{backend}, {executor}: the last process of the run ended {took:.2f} s after kill -9")
     assert not left, f"alive 5 s after kill -9: {left}"
     if backend == "docker":
         assert not _containers(run), "a sandbox container outlived the run"
@@ -182,13 +208,15 @@ def test_after_kill_9_of_the_driver_nothing_of_the_run_lives_5_s(
 
 @pytest.mark.docker
 @needs_docker
-def test_the_next_run_cleans_up_when_the_guardian_died_too(tmp_path: Path) -> None:
-    """The worst case: the candidate stopped its worker (which so never notices that Ray is
-    gone, nor removes its container), and the guardian was killed with the driver."""
-    driver, env = _start(tmp_path, "docker")
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_the_next_run_cleans_up_when_the_guardian_died_too(tmp_path: Path, executor: str) -> None:
+    """The worst case: the candidate stopped its worker (which so never removes its
+    container, nor, on Ray, notices that Ray is gone), and the guardian was killed with the
+    driver."""
+    driver, env = _start(tmp_path, "docker", executor)
     try:
         run = _evaluating(driver, tmp_path)
-        (worker,) = [p for p in run if _cmdline(p).startswith(b"ray::EvaluationWorker")]
+        worker = _worker(run, executor)
         (guardian,) = [p for p in run if b"evolve.guardian" in _cmdline(p)]
         os.kill(worker.pid, signal.SIGSTOP)
         os.kill(guardian.pid, signal.SIGKILL)  # as a machine-wide kill would
@@ -208,8 +236,11 @@ def test_the_next_run_cleans_up_when_the_guardian_died_too(tmp_path: Path) -> No
 
 @pytest.mark.docker
 @needs_docker
-def test_sigterm_stops_the_run_and_removes_its_containers_before_exit(tmp_path: Path) -> None:
-    driver, _ = _start(tmp_path, "docker")
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_sigterm_stops_the_run_and_removes_its_containers_before_exit(
+    tmp_path: Path, executor: str
+) -> None:
+    driver, _ = _start(tmp_path, "docker", executor)
     try:
         run = _evaluating(driver, tmp_path)
         assert _containers(run)

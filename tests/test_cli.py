@@ -1,4 +1,5 @@
-"""The `evolve` command as a user runs it: real subprocesses, real Ray, a real SQLite file."""
+"""The `evolve` command as a user runs it: real subprocesses, a real SQLite file, the workers
+this machine's processes (the default) or a real local Ray instance (`--ray-address local`)."""
 
 from __future__ import annotations
 
@@ -15,17 +16,22 @@ from pathlib import Path
 import pytest
 
 from evolve.store import Store
-from sandboxes import docker_available
+from sandboxes.docker import docker_available
 from tests.conftest import EVOLVE, postgres_schema, write_synthetic_task
 from tests.helpers.cli import evolve, kill_group
 
 pytestmark = pytest.mark.system
 
 
-def test_run_then_leaderboard_and_show(tmp_path: Path) -> None:
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_run_then_leaderboard_and_show(tmp_path: Path, executor: str) -> None:
     task = write_synthetic_task(tmp_path / "task", candidates=25)
-    done = evolve("run", task, "--name", "demo", "--workers", "2", "--seed", "3", cwd=tmp_path)
+    where = ("--ray-address", "local") if executor == "ray" else ()
+    command = ("run", task, "--name", "demo", "--workers", "2", "--seed", "3", *where)
+    done = evolve(*command, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    run_log = (tmp_path / "results" / "demo" / "run.log").read_text()
+    assert f"run demo starts with 2 worker(s) ({executor})" in run_log, run_log
     assert "results in results/demo" in done.stdout
     assert "finished: candidate budget reached (25)" in done.stdout
     said = (

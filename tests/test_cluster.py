@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 
 from evolve.pool import START_DEADLINE_S
 from evolve.store import EvaluationRecord, Store
-from sandboxes import docker_available
+from sandboxes.docker import docker_available
 from tests.conftest import EVOLVE, wait_for_driver, write_synthetic_task
 from tests.helpers.stores import raw_engine
 from tests.ray_nodes import RayNodes

@@ -25,7 +25,6 @@ from evolve.sandbox import Limits, RunResult
 from evolve.stages import Runner
 from evolve.task import TaskSpec
 from evolve.taskfile import TaskFileError, load_task
-from sandboxes import ProcessSandbox
 from sandboxes.counters import (
     CACHEGRIND,
     NONE,
@@ -37,6 +36,7 @@ from sandboxes.counters import (
     parse_perf_csv,
     perf_saw_a_signal,
 )
+from sandboxes.process import ProcessSandbox
 
 TASK_DIR = Path(__file__).resolve().parent.parent / "tasks" / "matmul_c"
 LIMITS = Limits(timeout_s=60)

@@ -26,7 +26,7 @@ from evaluators.cuda_kernel.toolchain import ToolchainMissing
 from evolve.program import Program
 from evolve.stages import Runner, StageFailed
 from evolve.task import TaskSpec
-from sandboxes import ProcessSandbox
+from sandboxes.process import ProcessSandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ("cuda_softmax", "cuda_layernorm", "cuda_matmul", "cuda_gelu")

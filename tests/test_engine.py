@@ -1,5 +1,6 @@
-"""The evolution loop end to end on real Ray and a real SQLite store, with the synthetic
-evaluator so that the engine's own behaviour is what is tested."""
+"""The evolution loop end to end on a real SQLite store, its workers the local executor's
+child processes (and, for one whole run, Ray actors), with the synthetic evaluator so that
+the engine's own behaviour is what is tested."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from evaluators.synthetic import SyntheticEvaluator
 from evolve import outage
 from evolve.champion import is_flagged
 from evolve.engine import Engine
+from evolve.executors import Executor
+from evolve.executors.local import LocalExecutor
+from evolve.executors.on_ray import RayExecutor
 from evolve.program import Program
 from evolve.results import EvalResult
 from evolve.sandbox import Sandbox, SandboxUnavailable
@@ -24,10 +28,9 @@ from tests.conftest import write_synthetic_task
 from tests.helpers.engine_runs import Recorder, run_engine
 
 
-@pytest.mark.usefixtures("ray_session")
-def test_a_run_reaches_its_budget_improves_and_keeps_full_lineage(tmp_path: Path) -> None:
+def reaches_its_budget_improves_and_keeps_full_lineage(tmp_path: Path, executor: Executor) -> None:
     task_file = write_synthetic_task(tmp_path / "task", candidates=60, migration_interval=5)
-    outcome, store, recorder = run_engine(tmp_path, task_file)
+    outcome, store, recorder = run_engine(tmp_path, task_file, executor=executor)
 
     assert outcome.reason.startswith("candidate budget reached")
     assert store.count_candidates("r1") == 60
@@ -52,7 +55,19 @@ def test_a_run_reaches_its_budget_improves_and_keeps_full_lineage(tmp_path: Path
     assert recorder.snapshots[-1].candidates == 60
 
 
+@pytest.mark.system
+def test_a_run_on_the_local_executor_reaches_its_budget_improves_and_keeps_full_lineage(
+    tmp_path: Path,
+) -> None:
+    reaches_its_budget_improves_and_keeps_full_lineage(tmp_path, LocalExecutor(tmp_path))
+
+
 @pytest.mark.usefixtures("ray_session")
+def test_a_run_on_ray_reaches_its_budget_improves_and_keeps_full_lineage(tmp_path: Path) -> None:
+    reaches_its_budget_improves_and_keeps_full_lineage(tmp_path, RayExecutor())
+
+
+@pytest.mark.system
 def test_failing_candidates_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
     # The seed's knobs sum to 3, so nearly every step towards the target of 100 fails.
     task_file = write_synthetic_task(
@@ -75,7 +90,7 @@ def test_failing_candidates_are_recorded_and_the_run_goes_on(tmp_path: Path) -> 
     assert outcome.best is not None and outcome.best.score is not None
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_a_failing_seed_ends_the_run_with_a_reason(tmp_path: Path) -> None:
     task_file = write_synthetic_task(tmp_path / "task", params="{target: 100, fail_above: 1}")
     outcome, store, _ = run_engine(tmp_path, task_file)
@@ -84,7 +99,7 @@ def test_a_failing_seed_ends_the_run_with_a_reason(tmp_path: Path) -> None:
     assert store.count_candidates("r1") == 1
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_the_wall_time_budget_holds_with_evaluations_in_flight(tmp_path: Path) -> None:
     """Each evaluation takes a minute; the budget is 2 s and one sandbox run's limit 1 s.
     The run must not wait for the minute: it ends about a second past its budget, and the
@@ -123,7 +138,7 @@ class SandboxDownFirst(SyntheticEvaluator):
         return super().evaluate(program, sandbox, seed=seed)
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_an_unavailable_sandbox_delays_jobs_but_loses_and_records_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,8 +149,9 @@ def test_an_unavailable_sandbox_delays_jobs_but_loses_and_records_nothing(
     recorder = Recorder()
     evaluator = SandboxDownFirst({"target": 100}, task.root)
     outcome = Engine(
-        task, store, run, evaluator, workers=1, results_dir=tmp_path / "out", observer=recorder
-    ).run()
+        task, store, run, evaluator, LocalExecutor(tmp_path), workers=1,
+        results_dir=tmp_path / "out", observer=recorder,
+    ).run()  # fmt: skip
 
     assert outcome.reason == "candidate budget reached (12)"
     statuses = {e.status for e in store.run_evaluations("r1")}
@@ -145,7 +161,7 @@ def test_an_unavailable_sandbox_delays_jobs_but_loses_and_records_nothing(
     assert len(warnings) == 3 and "outage number 1" in warnings[0].text
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_a_resumed_run_picks_its_parents_without_reading_them_one_by_one(
     tmp_path: Path,
 ) -> None:
@@ -159,6 +175,7 @@ def test_a_resumed_run_picks_its_parents_without_reading_them_one_by_one(
         store,
         store.get_run("r1"),
         make_evaluator(task),
+        LocalExecutor(tmp_path),
         workers=2,
         results_dir=tmp_path / "results",
     )

@@ -223,7 +223,8 @@ def test_a_ray_that_will_not_start_is_retried_then_one_line(tmp_path: Path) -> N
     task = write_synthetic_task(tmp_path / "task")
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    done = evolve("run", task, cwd=tmp_path, env={"RAY_TMPDIR": str(blocker / "ray")})
+    env = {"RAY_TMPDIR": str(blocker / "ray")}
+    done = evolve("run", task, "--ray-address", "local", cwd=tmp_path, env=env)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert done.stderr.count("Ray did not start (try") == 2  # two retries announced

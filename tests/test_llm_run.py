@@ -1,4 +1,5 @@
-"""Whole runs with a model: the real openai SDK, in Ray workers, against the scripted server.
+"""Whole runs with a model: the real openai SDK, in the proposal workers, against the
+scripted server.
 
 The scripted "model" reads the parent's code in its prompt and answers with a diff that
 raises knob A; around it the script stages what real APIs do: prose instead of code, a 429
@@ -23,6 +24,9 @@ from typing import Any
 import pytest
 
 from evolve.engine import Engine
+from evolve.executors import Executor
+from evolve.executors.local import LocalExecutor
+from evolve.executors.on_ray import RayExecutor
 from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
 from tests.conftest import write_matmul_task
@@ -68,20 +72,23 @@ class FixingTheProse:
         return step(body) if callable(step) else step
 
 
-def _run(tmp_path: Path, task_file: Path, observer: Any = None) -> tuple[Any, Store]:
+def _run(
+    tmp_path: Path, task_file: Path, observer: Any = None, executor: Executor | None = None
+) -> tuple[Any, Store]:
+    """The task run to its end, its workers on `executor` (by default the local one)."""
     task = load_task(task_file)
     store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
     run = store.create_run(
         "llm", task_path=str(task.path), task_yaml=task.text, seed=3, settings={}
     )
     engine = Engine(
-        task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path / "out",
-        observer=observer,
+        task, store, run, make_evaluator(task), executor or LocalExecutor(tmp_path), workers=1,
+        results_dir=tmp_path / "out", observer=observer,
     )  # fmt: skip
     return engine.run(), store
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_a_model_run_survives_a_real_apis_failures_and_improves(tmp_path: Path) -> None:
     script = [
         reply(PROSE),  # prose: one repair turn, which always gets a fix
@@ -131,7 +138,7 @@ def test_a_model_run_survives_a_real_apis_failures_and_improves(tmp_path: Path) 
     assert "prompt:" in shown.stdout and ">>>>>>> REPLACE" in shown.stdout
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_a_usd_budget_stops_the_run_before_a_request_could_pass_the_limit(
     tmp_path: Path,
 ) -> None:
@@ -185,7 +192,7 @@ def fix_or_raise() -> Callable[[dict[str, Any]], Reply]:
     return answer
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_fix_repairs_failed_candidates_and_crossover_records_both_parents(tmp_path: Path) -> None:
     with ScriptedLLMServer(default=fix_or_raise()) as server:
         task = llm_task(tmp_path, server.openai_url, candidates=30)
@@ -214,7 +221,7 @@ def test_fix_repairs_failed_candidates_and_crossover_records_both_parents(tmp_pa
     assert crossovers and all(len(c.parent_ids) == 2 for c in crossovers)
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_the_autotuner_finishes_what_the_model_made(tmp_path: Path) -> None:
     with ScriptedLLMServer(default=raise_a) as server:
         task = llm_task(tmp_path, server.openai_url, candidates=16)
@@ -289,14 +296,27 @@ class SlowNewLines:
         return reply(f"<<<<<<< SEARCH\n{line[0]}\n=======\n{added}\n>>>>>>> REPLACE\n")
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 @pytest.mark.parametrize(("concurrency", "candidates"), [(1, 12), (39, 120)])
 def test_model_requests_never_outnumber_the_slots_and_the_next_ones_wait_ready(
     tmp_path: Path, concurrency: int, candidates: int
 ) -> None:
     """One evaluation worker and `concurrency`: that many model slots and one more. As many
-    proposals again wait in the proposal workers, so a reply's slot goes to one at once.
-    40 slots take two proposal workers (32 slots at most each), which share them out."""
+    proposals again wait in the proposal workers, so a reply's slot goes to one at once."""
+    slots_are_kept(tmp_path, concurrency, candidates, LocalExecutor(tmp_path))
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_on_ray_two_proposal_workers_share_the_slots_out(tmp_path: Path) -> None:
+    """40 slots take two Ray proposal workers (32 slots at most each), which share them out
+    and no more."""
+    assert RayExecutor().proposal_shares(40) == [20, 20]
+    slots_are_kept(tmp_path, 39, 120, RayExecutor())
+
+
+def slots_are_kept(tmp_path: Path, concurrency: int, candidates: int, executor: Executor) -> None:
+    """A run with `concurrency` model slots and one more, on `executor`: never more requests
+    at once than slots, and a proposal waiting for each slot from the start."""
     slots = concurrency + 1
     model = SlowNewLines(0.5, wave=slots)
     with ScriptedLLMServer(default=model) as server:
@@ -308,7 +328,7 @@ def test_model_requests_never_outnumber_the_slots_and_the_next_ones_wait_ready(
             "  migration_interval: 5\n", "  migration_interval: 5\n  in_flight_per_parent: 0\n"
         )
         task_file.write_text(text + f"  concurrency: {concurrency}\n  finisher_share: 0\n")
-        outcome, store = _run(tmp_path, task_file)
+        outcome, store = _run(tmp_path, task_file, executor=executor)
         served = len(server.requests)
 
     assert outcome.reason == f"candidate budget reached ({candidates})"

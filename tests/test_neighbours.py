@@ -14,6 +14,7 @@ from evolve.briefing import Briefing
 from evolve.budgets import Budgets
 from evolve.candidate_cache import CandidateCache
 from evolve.events import EventLog
+from evolve.executors.local import LocalExecutor
 from evolve.mutators.base import Neighbour, Parent, PastAttempt
 from evolve.mutators.factory import make_mutator, prompt_context
 from evolve.mutators.prompt import build_prompt
@@ -248,6 +249,7 @@ def test_the_proposer_sends_them_with_a_model_proposal_on_the_parent(tmp_path: P
         spec, {"diff": editor}, store=run.store, run_name=RUN, strategy=strategy,
         candidates=run.candidates, budgets=Budgets(spec.budget, run.store, RUN, wall_used_s=0.0),
         events=EventLog(None), services=RunServices(None), slots=64,
+        executor=LocalExecutor(tmp_path),
     )  # fmt: skip
     proposer.spread.started(10**6, kin["S2"].id, "diff")  # a proposal on a sibling, sent
     rng = random.Random(5)

@@ -18,6 +18,7 @@ from ray.actor import ActorHandle
 from evolve import pool
 from evolve.engine import Outcome
 from evolve.events import Event
+from evolve.executors.on_ray import RayActor, RayExecutor
 from evolve.pool import WorkerPool
 from evolve.store import Store
 from evolve.workers import Placement
@@ -63,7 +64,7 @@ def test_a_worker_with_no_room_is_given_up_and_the_pool_grows_back_when_a_cpu_fr
     spare = _hold_cpus(_cpus() - 2)
     hog = _hold_cpus(1)[0]  # all but one CPU are taken before the run starts
     engine, store, watcher = watched_engine(
-        tmp_path, workers=2, candidates=budget, params="{target: 100, delay_s: 0.1}"
+        tmp_path, RayExecutor(), workers=2, candidates=budget, params="{target: 100, delay_s: 0.1}"
     )
     freed: list[float] = []
     placed: list[str] = []  # when one was given up
@@ -98,7 +99,7 @@ def test_a_worker_with_no_room_is_given_up_and_the_pool_grows_back_when_a_cpu_fr
 def test_the_loop_goes_on_while_a_lost_workers_successor_has_no_room(tmp_path: Path) -> None:
     budget = 160
     engine, store, watcher = watched_engine(
-        tmp_path, workers=2, candidates=budget, params="{target: 100, delay_s: 0.1}"
+        tmp_path, RayExecutor(), workers=2, candidates=budget, params="{target: 100, delay_s: 0.1}"
     )
     spare = _hold_cpus(_cpus() - 2)  # the run's two workers take the rest
     hogs: list[ActorHandle] = []
@@ -108,8 +109,9 @@ def test_the_loop_goes_on_while_a_lost_workers_successor_has_no_room(tmp_path: P
     def lose_a_worker(event: Event) -> None:
         if event.kind == "best" and not hogs and engine.pool.ready_count() == 2:
             victim = next(iter(engine.pool.busy), None) or engine.pool.idle[0]
+            assert isinstance(victim, RayActor)
             lost_at.append(time.time())
-            ray.kill(victim, no_restart=True)
+            ray.kill(victim.handle, no_restart=True)
             # The loop waits for this call, so the hog takes the freed CPU before the loop
             # can ask for the lost worker's successor.
             hogs.extend(_hold_cpus(1))

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from evolve.sandbox import Limits, open_sandbox
-from sandboxes import ProcessSandbox, namespace_init
+from sandboxes import namespace_init
 from sandboxes.isolation import UNISOLATED, detect
-from sandboxes.process import remove_tree
+from sandboxes.process import ProcessSandbox, remove_tree
 from tests.conftest import unique_sleep
 
 GENEROUS_S = 20.0  # "finished in reasonable time", never a timing assertion

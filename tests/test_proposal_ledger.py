@@ -25,6 +25,7 @@ import pytest
 from evolve.candidate_cache import CandidateCache
 from evolve.digest import run_digest
 from evolve.engine import Engine
+from evolve.executors.local import LocalExecutor
 from evolve.llm import LLMCall
 from evolve.program import Program
 from evolve.recent_attempts import RecentAttempts
@@ -218,7 +219,7 @@ def _task(tmp_path: Path, url: str, *, candidates: int) -> Path:
     return task
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_every_way_a_proposal_ends_is_in_the_ledger_and_in_later_prompts(
     tmp_path: Path,
 ) -> None:
@@ -228,8 +229,8 @@ def test_every_way_a_proposal_ends_is_in_the_ledger_and_in_later_prompts(
         store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
         run = store.create_run(RUN, task_path=str(task.path), task_yaml=task.text, seed=5,
                                settings={})  # fmt: skip
-        engine = Engine(task, store, run, make_evaluator(task), workers=1,
-                        results_dir=tmp_path / "out")  # fmt: skip
+        engine = Engine(task, store, run, make_evaluator(task), LocalExecutor(tmp_path),
+                        workers=1, results_dir=tmp_path / "out")  # fmt: skip
         engine.run()
         served = len(server.requests)
 
@@ -277,7 +278,7 @@ def test_every_way_a_proposal_ends_is_in_the_ledger_and_in_later_prompts(
     assert any("too_similar" in text or "duplicate" in text for text in later)
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_an_agent_that_wanders_ends_out_of_turns_and_then_on_the_budget(tmp_path: Path) -> None:
     """An agent that reads notes and never submits: its own token cap ends the first
     proposal (`out_of_turns`); what the run's token budget leaves ends the second
@@ -295,8 +296,8 @@ def test_an_agent_that_wanders_ends_out_of_turns_and_then_on_the_budget(tmp_path
         store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
         run = store.create_run(RUN, task_path=str(task.path), task_yaml=task.text, seed=5,
                                settings={})  # fmt: skip
-        engine = Engine(task, store, run, make_evaluator(task), workers=1,
-                        results_dir=tmp_path / "out")  # fmt: skip
+        engine = Engine(task, store, run, make_evaluator(task), LocalExecutor(tmp_path),
+                        workers=1, results_dir=tmp_path / "out")  # fmt: skip
         outcome = engine.run()
         served = len(server.requests)
 
@@ -328,7 +329,7 @@ def _hang_after(answered: int) -> Any:
     return answer
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_a_kill_9_loses_no_paid_call_and_resume_spends_exactly(tmp_path: Path) -> None:
     db = tmp_path / "results" / "evolve.db"
     evolve = [sys.executable, "-m", "evolve"]
@@ -395,15 +396,15 @@ def test_a_kill_9_loses_no_paid_call_and_resume_spends_exactly(tmp_path: Path) -
 
 
 @pytest.mark.postgres
-@pytest.mark.usefixtures("ray_session")
 @pytest.mark.parametrize("slow_commits", [False, True], ids=["commits as they come", "slow"])
 def test_calls_of_an_instant_model_on_postgresql_all_land_under_their_proposals(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow_commits: bool
 ) -> None:
     """The engine opens model proposals inside a store turn; their calls are written by
-    another process the moment the model answers, which on PostgreSQL finds only committed
-    rows. Every call must still land under its proposal, even when each turn's commit (on
-    the store's commit thread: evolve/store/commits.py) takes longer than the model."""
+    the ledger writer, on a connection of its own, the moment the model answers, which on
+    PostgreSQL finds only committed rows. Every call must still land under its proposal,
+    even when each turn's commit (on the store's commit thread: evolve/store/commits.py)
+    takes longer than the model."""
     if slow_commits:
         commit = Commits._end
 
@@ -426,8 +427,8 @@ def test_calls_of_an_instant_model_on_postgresql_all_land_under_their_proposals(
         store = Store(url)
         run = store.create_run(RUN, task_path=str(task.path), task_yaml=task.text, seed=5,
                                settings={})  # fmt: skip
-        engine = Engine(task, store, run, make_evaluator(task), workers=2,
-                        results_dir=tmp_path / "out")  # fmt: skip
+        engine = Engine(task, store, run, make_evaluator(task), LocalExecutor(tmp_path),
+                        workers=2, results_dir=tmp_path / "out")  # fmt: skip
         engine.run()
         served = len(server.requests)
         calls = store.llm_calls_of_run(RUN)

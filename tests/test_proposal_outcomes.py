@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import ray
 
-from evolve import store_reader
+from evolve.executors.local import LocalExecutor
 from evolve.mutators import MutationError, MutationRequest, Parent
 from evolve.mutators.agent import EMPTY_NUDGE, Agent
 from evolve.mutators.agent_tools import AgentServices
@@ -137,13 +136,14 @@ def test_a_reply_that_applies_is_a_proposal() -> None:
 
 
 @pytest.fixture
-def services(tmp_path: Path, ray_session: None) -> Iterator[AgentServices]:
-    """Real drafts' sandbox and store reader, though these agents never draft."""
+def services(tmp_path: Path) -> Iterator[AgentServices]:
+    """Real drafts' sandbox and store reader (the local executor's: a thread of this
+    process), though these agents never draft nor read the store."""
     task = load_task(write_synthetic_task(tmp_path / "task"))
     store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
-    reader = store_reader.start_store_reader(store.url, "none")
+    reader = LocalExecutor(tmp_path).store_reader(store.url, "none")
     yield AgentServices(make_evaluator(task), task.spec.sandbox, reader)
-    ray.kill(reader)
+    reader.kill()
 
 
 def agent_outcome(

@@ -16,6 +16,7 @@ import pytest
 
 from evolve.candidate_cache import CandidateCache
 from evolve.engine import Engine
+from evolve.executors.local import LocalExecutor
 from evolve.mutators.base import PastAttempt
 from evolve.mutators.prompt import build_prompt
 from evolve.program import Program
@@ -146,7 +147,7 @@ class Recording:
         return reply
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_a_run_spreads_its_model_proposals_and_they_see_each_other(tmp_path: Path) -> None:
     """Two proposals a parent: a model that always gives its most plausible edit not tried
     yet makes two requests on one parent at once collide, as a real model's do."""
@@ -162,8 +163,8 @@ def test_a_run_spreads_its_model_proposals_and_they_see_each_other(tmp_path: Pat
         store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
         run = store.create_run("spread", task_path=str(path), task_yaml=task.text, seed=1,
                                settings={})  # fmt: skip
-        engine = Engine(task, store, run, make_evaluator(task), workers=1,
-                        results_dir=tmp_path / "out")  # fmt: skip
+        engine = Engine(task, store, run, make_evaluator(task), LocalExecutor(tmp_path),
+                        workers=1, results_dir=tmp_path / "out")  # fmt: skip
         engine.run()
     asked = sorted(model.asked, key=lambda a: a.received)
     assert len(asked) >= 10

@@ -9,14 +9,13 @@ from typing import Any
 
 import pytest
 import ray
-from ray import cloudpickle
 
+from evolve.executors.on_ray import start_proposal_worker
 from evolve.llm.client import LLMClient
 from evolve.llm.config import parse_model
 from evolve.mutators import MutationError, MutationRequest, Parent, Proposal
 from evolve.program import Program
 from evolve.proposal_making import MutationFailed
-from evolve.proposal_workers import start_worker
 from evolve.secrets import Keys
 from tests.conftest import SYNTHETIC_SEED
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, Stall
@@ -39,8 +38,8 @@ class AskOnce:
 @pytest.mark.usefixtures("ray_session")
 def test_proposals_beyond_the_slots_wait_and_are_turned_away_unsent_when_the_run_stops() -> None:
     with ScriptedLLMServer(default=Stall(5.0, Reply("no"))) as server:
-        mutators = cloudpickle.dumps({"asker": AskOnce({"url": server.openai_url})})
-        worker = start_worker(mutators, None, (), running=1)
+        mutators = {"asker": AskOnce({"url": server.openai_url})}
+        worker = start_proposal_worker(mutators, None, (), running=1)
         request = MutationRequest(Parent(1, Program({"s.py": SYNTHETIC_SEED}), None), (), seed=1)
         refs = [worker.propose.remote("asker", request, Keys({}), n, False) for n in (1, 2, 3)]
         deadline = time.monotonic() + 60

@@ -1,17 +1,25 @@
 """While evaluations are fast, a busy worker gets a second job queued behind the one it
 runs (evolve/dispatch.py), which it starts without waiting for the driver; slow ones go one
 at a time; a worker lost while it held two jobs judges neither, and both run again alone.
-Real Ray, a real store, the synthetic evaluator."""
+Real Ray (and for the lost worker, the local executor's worker processes too), a real store,
+the synthetic evaluator."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import ray
 
 from evolve.events import Snapshot
+from evolve.executors import Actor, Executor
+from evolve.executors.local import LocalExecutor
+from evolve.executors.on_ray import RayActor, RayExecutor
+from evolve.executors.process_actor import ProcessActor
 from evolve.store import EvaluationRecord
 from tests.helpers.pools import watched_engine
 
@@ -22,7 +30,11 @@ def test_fast_evaluations_are_queued_two_to_a_worker_and_slow_ones_are_not(
     tmp_path: Path, delay_s: float, most: int
 ) -> None:
     engine, store, watcher = watched_engine(
-        tmp_path, workers=1, candidates=6, params=f"{{target: 100, delay_s: {delay_s}}}"
+        tmp_path,
+        RayExecutor(),
+        workers=1,
+        candidates=6,
+        params=f"{{target: 100, delay_s: {delay_s}}}",
     )
     outcome = engine.run()
     assert outcome.reason == "candidate budget reached (6)"
@@ -31,12 +43,23 @@ def test_fast_evaluations_are_queued_two_to_a_worker_and_slow_ones_are_not(
     assert len(evaluated) == 6 and set(evaluated.values()) == {1}
 
 
-@pytest.mark.usefixtures("ray_session")
-def test_a_worker_lost_with_a_job_queued_judges_neither_and_runs_both_again_alone(
-    tmp_path: Path,
+def _ray_kill(worker: Actor) -> None:
+    """As Ray ends an actor whose node is lost: not through the executor."""
+    assert isinstance(worker, RayActor)
+    ray.kill(worker.handle, no_restart=True)
+
+
+def _sigkill(worker: Actor) -> None:
+    """From outside, as the kernel's OOM killer would: the executor did not stop it."""
+    assert isinstance(worker, ProcessActor)
+    os.kill(worker.pid, signal.SIGKILL)
+
+
+def _lose_a_worker_holding_two_jobs(
+    tmp_path: Path, executor: Executor, kill: Callable[[Actor], None]
 ) -> None:
     engine, store, watcher = watched_engine(
-        tmp_path, workers=1, candidates=12, params="{target: 100, delay_s: 0.2}"
+        tmp_path, executor, workers=1, candidates=12, params="{target: 100, delay_s: 0.2}"
     )
     killed: list[int] = []
 
@@ -44,7 +67,7 @@ def test_a_worker_lost_with_a_job_queued_judges_neither_and_runs_both_again_alon
         if not killed and snapshot.in_flight == 2 and snapshot.evaluated >= 3:
             (worker,) = engine.pool.busy
             killed.append(snapshot.evaluated)
-            ray.kill(worker, no_restart=True)
+            kill(worker)
 
     watcher.on_tick = kill_a_worker_holding_two_jobs
     outcome = engine.run()
@@ -62,6 +85,20 @@ def test_a_worker_lost_with_a_job_queued_judges_neither_and_runs_both_again_alon
 
 
 @pytest.mark.usefixtures("ray_session")
+def test_a_ray_worker_lost_with_a_job_queued_judges_neither_and_runs_both_again_alone(
+    tmp_path: Path,
+) -> None:
+    _lose_a_worker_holding_two_jobs(tmp_path, RayExecutor(), _ray_kill)
+
+
+@pytest.mark.system
+def test_a_worker_process_lost_with_a_job_queued_judges_neither_and_runs_both_again_alone(
+    tmp_path: Path,
+) -> None:
+    _lose_a_worker_holding_two_jobs(tmp_path, LocalExecutor(tmp_path), _sigkill)
+
+
+@pytest.mark.usefixtures("ray_session")
 def test_a_re_measurement_gets_a_worker_while_fast_evaluations_keep_coming(
     tmp_path: Path,
 ) -> None:
@@ -70,7 +107,7 @@ def test_a_re_measurement_gets_a_worker_while_fast_evaluations_keep_coming(
     re-measurement would wait for the run's end. Counted: the new candidates whose
     evaluation started while a re-measurement waited (from its candidate's first result)."""
     engine, store, _ = watched_engine(
-        tmp_path, workers=2, candidates=30, params="{target: 200, delay_s: 0.1}"
+        tmp_path, RayExecutor(), workers=2, candidates=30, params="{target: 200, delay_s: 0.1}"
     )
     assert engine.run().reason == "candidate budget reached (30)"
     evaluations = store.run_evaluations("r")

@@ -1,4 +1,4 @@
-"""`evolve report`: a real run (the engine on Ray, the synthetic evaluator and the autotuner,
+"""`evolve report`: a real run (the engine, the synthetic evaluator and the autotuner,
 plus model proposals, failures and counters written through the Store API as the engine
 writes them) becomes one HTML file, which headless Chromium renders: its DOM and its
 screenshot say whether the page ran and drew. A hostile program's text must stay text, and
@@ -23,6 +23,7 @@ from matplotlib.image import imread
 
 from evolve.cli import main
 from evolve.engine import Engine
+from evolve.executors.local import LocalExecutor
 from evolve.llm import LLMCall
 from evolve.program import Program
 from evolve.report import write_report
@@ -325,8 +326,10 @@ def chromium(page: Path, tmp: Path, *extra: str) -> str:
 # -- the runs ------------------------------------------------------------------------------
 
 
+# The tests that take `real_run` are system tests, as the run starts its evaluation workers,
+# and they share one xdist worker, which makes the run once for them all.
 @pytest.fixture(scope="module")
-def real_run(tmp_path_factory: pytest.TempPathFactory, ray_session: None) -> Iterator[Path]:
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The folder of a real run's store (evolve.db) and results, its report written."""
     folder = tmp_path_factory.mktemp("report")
     (folder / "task").mkdir()
@@ -336,7 +339,13 @@ def real_run(tmp_path_factory: pytest.TempPathFactory, ray_session: None) -> Ite
     store = Store(default_url(folder / "results"))
     run = store.create_run(RUN, task_path=str(task.path), task_yaml=task.text, seed=5, settings={})
     engine = Engine(
-        task, store, run, make_evaluator(task), workers=2, results_dir=folder / "results"
+        task,
+        store,
+        run,
+        make_evaluator(task),
+        LocalExecutor(folder),
+        workers=2,
+        results_dir=folder / "results",
     )
     outcome = engine.run()
     assert outcome.reason.startswith("candidate budget reached"), outcome.reason
@@ -346,6 +355,8 @@ def real_run(tmp_path_factory: pytest.TempPathFactory, ray_session: None) -> Ite
     yield folder
 
 
+@pytest.mark.system
+@pytest.mark.xdist_group("report-real-run")
 def test_a_real_run_renders_in_chromium_with_every_plot_drawn(real_run: Path) -> None:
     page = real_run / "report.html"
     text = page.read_text()
@@ -382,6 +393,8 @@ def test_a_real_run_renders_in_chromium_with_every_plot_drawn(real_run: Path) ->
     assert len(dom.find("g", class_="edge partner")) >= 1  # the crossover's second parent
 
 
+@pytest.mark.system
+@pytest.mark.xdist_group("report-real-run")
 def test_the_screenshot_of_the_report_is_not_blank(real_run: Path) -> None:
     shot = real_run / "report.png"
     chromium(real_run / "report.html", real_run, f"--screenshot={shot}", "--window-size=1400,3000")
@@ -452,6 +465,8 @@ def test_postgresql_writes_the_same_report_as_sqlite(tmp_path: Path) -> None:
     assert {svg.attrs["data-plot"] for svg in dom.find("svg", class_="plot")} == set(PLOTS)
 
 
+@pytest.mark.system
+@pytest.mark.xdist_group("report-real-run")
 def test_the_command_writes_beside_the_run_or_here_and_refuses_an_unknown_run(
     real_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

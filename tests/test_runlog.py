@@ -1,5 +1,6 @@
 """results/RUN/run.log: the engine's decisions and the full traceback of any crash, for the
-operator after the fact. A real engine on real Ray, with a mutator that really raises."""
+operator after the fact. A real engine, its workers local or on real Ray, with a mutator
+that really raises."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import pytest
 
 from evolve import engine as engine_module
 from evolve.engine import Engine
+from evolve.executors import Executor
+from evolve.executors.local import LocalExecutor
+from evolve.executors.on_ray import RayExecutor
 from evolve.mutators.base import MutationRequest, Proposal
 from evolve.runlog import run_log
 from evolve.store import Store
@@ -29,19 +33,35 @@ class Crashes:
         raise ZeroDivisionError(f"parent #{request.parent.id} divided by zero")
 
 
-@pytest.mark.usefixtures("ray_session")
+@pytest.mark.system
 def test_a_mutator_that_raises_leaves_its_traceback_in_the_run_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The mutator crashes in a proposal worker, another process: its traceback must still
-    reach the driver's log."""
+    """The mutator crashes in a proposal worker, a thread of the driver."""
+    mutator_traceback_is_logged(tmp_path, monkeypatch, LocalExecutor(tmp_path))
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_mutator_that_raises_on_ray_leaves_its_traceback_in_the_run_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mutator crashes in a Ray proposal worker, another process: its traceback must
+    still reach the driver's log."""
+    mutator_traceback_is_logged(tmp_path, monkeypatch, RayExecutor())
+
+
+def mutator_traceback_is_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, executor: Executor
+) -> None:
     task = load_task(write_synthetic_task(tmp_path / "task", candidates=5))
     store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
     run = store.create_run("r1", task_path=str(task.path), task_yaml=task.text, seed=1, settings={})
     monkeypatch.setattr(
         engine_module, "make_mutators", lambda *_, **__: ({"autotuner": Crashes()}, None)
     )
-    engine = Engine(task, store, run, make_evaluator(task), workers=1, results_dir=tmp_path)
+    engine = Engine(
+        task, store, run, make_evaluator(task), executor, workers=1, results_dir=tmp_path
+    )
     with run_log(tmp_path, "INFO") as path:
         outcome = engine.run()
     assert "proposals were all" in outcome.reason  # the run still ended cleanly

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from evolve.sandbox import Limits
 from evolve.task import SandboxSpec
 from evolve.taskfile import TaskFileError, load_task
-from sandboxes import DockerSandbox, docker_available
+from sandboxes.docker import DockerSandbox, docker_available
 from sandboxes.images.build import image_tag
 from sandboxes.images.derived import SETTINGS, build_derived, derived_tag, host_settings
 

@@ -1,6 +1,7 @@
-"""Model keys reach the model and nothing else: not Ray's processes, not a candidate, not the
-store, the results or Ray's logs. A real `evolve run` with a planted key and a model that
-answers with a candidate hunting for it."""
+"""Model keys reach the model and nothing else: not the evaluation workers (a local run's child
+processes, or Ray's processes), not a candidate, not the store, the results or Ray's logs. A
+real `evolve run` with a planted key and a model that answers with a candidate hunting for
+it, on this machine's processes and on a local Ray instance."""
 
 from __future__ import annotations
 
@@ -120,7 +121,10 @@ def hunter() -> Callable[[dict[str, Any]], Reply]:
 
 
 @pytest.mark.system
-def test_no_key_reaches_ray_a_candidate_the_store_the_results_or_the_logs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ray", [False, True], ids=["local", "ray"])
+def test_no_key_reaches_a_worker_a_candidate_the_store_the_results_or_the_logs(
+    tmp_path: Path, ray: bool
+) -> None:
     with ScriptedLLMServer(default=hunter()) as server:
         model = {"model": "scripted", "base_url": server.openai_url, "api_key_env": KEY_VAR}
         task = write_matmul_task(tmp_path, model, mutator="diff", candidates=3, n=64)
@@ -128,15 +132,16 @@ def test_no_key_reaches_ray_a_candidate_the_store_the_results_or_the_logs(tmp_pa
         started = time.time()
         driver = subprocess.Popen(
             [sys.executable, "-m", "evolve", "run", str(task), "--name", "keys", "--workers", "1",
-             "--plain"],
+             "--plain", *(["--ray-address", "local"] if ray else [])],
             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        holders, ray_seen = _watch_environments(driver)
+        worker = is_ray_worker if ray else is_local_worker
+        holders, workers_seen = _watch_environments(driver, worker)
         out, err = driver.communicate(timeout=60)
         requests = list(server.requests)
 
     assert driver.returncode in (0, 1), err  # 1: nothing beat the seed, which is fine here
-    assert ray_seen, "no Ray process of the run was seen: the scan proves nothing"
+    assert workers_seen, "no worker process of the run was seen: the scan proves nothing"
     assert holders <= {driver.pid}, f"processes started with a key: {holders}"
     assert requests and {r.api_key for r in requests} == {KEY}, "the model got the key"
 
@@ -152,19 +157,22 @@ def test_no_key_reaches_ray_a_candidate_the_store_the_results_or_the_logs(tmp_pa
         for path in glob.glob(f"/tmp/ray/session_*_{driver.pid}")
         if os.path.getmtime(path) >= started - 1
     ]
-    assert len(sessions) == 1, sessions
+    assert len(sessions) == (1 if ray else 0), sessions
     for secret in (KEY, BYSTANDER):
         assert secret not in out + err
         assert not _store_holds(db, secret), f"{secret} is in the store"
         assert not _files_holding(tmp_path / "results", secret), "a results file holds a key"
-        assert not _files_holding(Path(sessions[0]), secret), "Ray's session files hold a key"
+        for session in sessions:
+            assert not _files_holding(Path(session), secret), "Ray's session files hold a key"
 
 
-def _watch_environments(driver: subprocess.Popen[str]) -> tuple[set[int], set[int]]:
-    """Until the driver exits: the processes whose environment holds a key, and the Ray
-    processes of the run that were looked at."""
+def _watch_environments(
+    driver: subprocess.Popen[str], worker: Callable[[bytes], bool]
+) -> tuple[set[int], set[int]]:
+    """Until the driver exits: the processes whose environment holds a key, and the worker
+    processes of the run (by their command line) that were looked at."""
     holders: set[int] = set()
-    ray_seen: set[int] = set()
+    workers_seen: set[int] = set()
     deadline = time.monotonic() + 400
     while driver.poll() is None and time.monotonic() < deadline:
         for pid in descendants(driver.pid) | {driver.pid}:
@@ -175,10 +183,18 @@ def _watch_environments(driver: subprocess.Popen[str]) -> tuple[set[int], set[in
                 continue
             if KEY.encode() in environ or BYSTANDER.encode() in environ:
                 holders.add(pid)
-            if title.startswith(b"ray::"):
-                ray_seen.add(pid)
+            if worker(title):
+                workers_seen.add(pid)
         time.sleep(0.2)
-    return holders, ray_seen
+    return holders, workers_seen
+
+
+def is_ray_worker(cmdline: bytes) -> bool:
+    return cmdline.startswith(b"ray::")
+
+
+def is_local_worker(cmdline: bytes) -> bool:
+    return b"evolve.executors.actor_process" in cmdline
 
 
 def _store_holds(db: Path, secret: str) -> bool:

@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 import ray
-from ray import cloudpickle
 
+from evolve.executors.on_ray import RayActor, start_proposal_worker
+from evolve.executors.ray_services import RemoteLedger
 from evolve.llm import LLMCall
 from evolve.llm.client import LLMClient
 from evolve.llm.config import parse_model
 from evolve.mutators import MutationError, MutationRequest, Parent, Proposal
 from evolve.program import Program
-from evolve.proposal_workers import NO_MUTATORS, start_worker
 from evolve.secrets import Keys
-from evolve.service_host import RemoteLedger, ServicePlan
+from evolve.service_host import ServicePlan
 from evolve.services import RunServices
 from evolve.store import CandidateRecord, Store
 from tests.conftest import SYNTHETIC_SEED
@@ -61,7 +61,7 @@ def paid(started_at: float) -> LLMCall:
 @pytest.mark.usefixtures("ray_session")
 def test_a_write_held_up_by_a_locked_store_holds_up_no_circuit_answer(tmp_path: Path) -> None:
     store, _, proposal = opened(tmp_path, "diff")
-    host = start_worker(NO_MUTATORS, ServicePlan(store.url), ())
+    host = start_proposal_worker({}, ServicePlan(store.url), ())
     ray.get(host.drained.remote(), timeout=60)  # started, with its store open
     with write_locked(tmp_path / "e.db"):
         write = host.record.remote(proposal, paid(time.time()))
@@ -106,9 +106,9 @@ def test_a_worker_that_does_not_host_the_services_streams_its_calls_to_the_one_t
 ) -> None:
     store, seed, proposal = opened(tmp_path, "asker")
     with ScriptedLLMServer(default=Reply("no")) as server:
-        mutators = cloudpickle.dumps({"asker": AskThenGiveUp({"url": server.openai_url})})
-        host = start_worker(NO_MUTATORS, ServicePlan(store.url), ())
-        other = start_worker(mutators, host, ())
+        mutators = {"asker": AskThenGiveUp({"url": server.openai_url})}
+        host = start_proposal_worker({}, ServicePlan(store.url), ())
+        other = start_proposal_worker(mutators, host, ())
         request = MutationRequest(Parent(seed.id, seed.program, None), (), seed=1)
         failed = ray.get(
             other.propose.remote("asker", request, Keys({}), proposal, True), timeout=60
@@ -150,12 +150,13 @@ def test_a_stopping_run_keeps_the_calls_another_worker_sent_before_it_stopped(
     services = RunServices(ServicePlan(store.url))
     steps = (Stall(2.0, Reply("one")), Stall(30.0))
     with ScriptedLLMServer(*steps) as server:
-        mutators = cloudpickle.dumps({"waiter": AskTwiceThenWait({"url": server.openai_url})})
-        services.host = start_worker(NO_MUTATORS, services.plan, ())
-        ray.get(services.host.drained.remote(), timeout=60)  # started, with its store open
-        other = start_worker(mutators, services.host, ())
+        mutators = {"waiter": AskTwiceThenWait({"url": server.openai_url})}
+        host = start_proposal_worker({}, services.plan, ())
+        ray.get(host.drained.remote(), timeout=60)  # started, with its store open
+        services.host = RayActor("proposals-0", host)
+        other = RayActor("proposals-1", start_proposal_worker(mutators, host, ()))
         request = MutationRequest(Parent(seed.id, seed.program, None), (), seed=1)
-        other.propose.remote("waiter", request, Keys({}), proposal, True)
+        other.call("propose", "waiter", request, Keys({}), proposal, True)
         deadline = time.monotonic() + 60
         while not server.requests:
             assert time.monotonic() < deadline, "the first request never came"
@@ -163,7 +164,7 @@ def test_a_stopping_run_keeps_the_calls_another_worker_sent_before_it_stopped(
         with write_locked(tmp_path / "e.db"):
             # The worker knows its answered call is not stored yet, and the drain waits for it.
             deadline = time.monotonic() + 30
-            while ray.get(other.flushed.remote(0.1), timeout=30) != 1:
+            while other.call("flushed", 0.1).result(timeout=30) != 1:
                 assert time.monotonic() < deadline, "the first answer was never sent to be stored"
             draining = threading.Thread(target=services.drain, args=([other],))
             draining.start()
@@ -171,8 +172,8 @@ def test_a_stopping_run_keeps_the_calls_another_worker_sent_before_it_stopped(
             assert draining.is_alive(), "the drain ended while the writes were held up"
         draining.join(timeout=60)
         assert not draining.is_alive()
-        for actor in (other, services.host):
-            ray.kill(actor)
+        for handle in (other.handle, host):
+            ray.kill(handle)
     # The answered call; the next request, let out once its row was stored, may follow it.
     assert [c.status for c in store.proposal_calls(proposal)][:1] == ["ok"]
 
@@ -182,7 +183,7 @@ def test_a_flush_waits_for_the_writes_sent_and_counts_those_left_unconfirmed(
     tmp_path: Path,
 ) -> None:
     store, _, proposal = opened(tmp_path, "diff")
-    host = start_worker(NO_MUTATORS, ServicePlan(store.url), ())
+    host = start_proposal_worker({}, ServicePlan(store.url), ())
     ray.get(host.drained.remote(), timeout=60)
     ledger = RemoteLedger(host)
     with write_locked(tmp_path / "e.db"):

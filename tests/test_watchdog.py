@@ -1,6 +1,7 @@
 """The driver's watchdog: an evaluation worker that stops answering is killed at the
 evaluation's deadline and replaced, its candidate is recorded as `timeout`, and the run goes
-on. Real Ray, a real store, and a worker process really stopped with SIGSTOP."""
+on. On Ray and on the local executor, a real store, and a worker process really stopped with
+SIGSTOP."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ import pytest
 
 from evaluators.synthetic import SyntheticEvaluator
 from evolve.engine import Engine
+from evolve.executors import Executor
+from evolve.executors.local import LocalExecutor
+from evolve.executors.on_ray import RayExecutor
 from evolve.processes import start_time
 from evolve.program import Program
 from evolve.results import EvalResult
@@ -32,6 +36,7 @@ from tests.conftest import write_synthetic_task
 from tests.helpers.engine_runs import Recorder
 
 RAY_KILL_GRACE_S = 5  # measured: ray.kill SIGKILLs a worker that does not answer after this
+LOCAL_KILL_GRACE_S = 0  # the local executor SIGKILLs its worker process at once
 
 
 class StopsItsWorker(SyntheticEvaluator):
@@ -85,7 +90,20 @@ def test_the_deadline_covers_every_sandbox_run_at_its_limit() -> None:
 
 
 @pytest.mark.usefixtures("ray_session")
-def test_a_stopped_worker_is_killed_at_the_deadline_and_the_run_goes_on(tmp_path: Path) -> None:
+def test_a_stopped_ray_worker_is_killed_at_the_deadline_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    _stop_a_worker(tmp_path, RayExecutor(), RAY_KILL_GRACE_S)  # Ray asks it to exit first
+
+
+@pytest.mark.system
+def test_a_stopped_worker_process_is_killed_at_the_deadline_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    _stop_a_worker(tmp_path, LocalExecutor(tmp_path), LOCAL_KILL_GRACE_S)
+
+
+def _stop_a_worker(tmp_path: Path, executor: Executor, kill_grace_s: float) -> None:
     task = load_task(write_synthetic_task(tmp_path / "task", candidates=10, islands=1))
     store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
     run = store.create_run("r1", task_path=str(task.path), task_yaml=task.text, seed=5, settings={})
@@ -93,12 +111,13 @@ def test_a_stopped_worker_is_killed_at_the_deadline_and_the_run_goes_on(tmp_path
     evaluator = StopsItsWorker({"target": 100}, task.root, marker)
     recorder = Recorder()
     outcome = Engine(
-        task, store, run, evaluator, workers=1, results_dir=tmp_path / "out", observer=recorder
-    ).run()
+        task, store, run, evaluator, executor, workers=1, results_dir=tmp_path / "out",
+        observer=recorder,
+    ).run()  # fmt: skip
 
     assert outcome.reason == "candidate budget reached (10)"
     code_hash, *pids = marker.read_text().split()
-    ends = time.monotonic() + RAY_KILL_GRACE_S + 5  # Ray asks it to exit first, in vain
+    ends = time.monotonic() + kill_grace_s + 5
     while any(start_time(int(pid)) is not None for pid in pids) and time.monotonic() < ends:
         time.sleep(0.1)
     assert all(start_time(int(pid)) is None for pid in pids), "a stopped worker is still there"

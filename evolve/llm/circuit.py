@@ -33,13 +33,10 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
-
-import ray
 
 from evolve.llm.config import ModelConfig
 from evolve.llm.records import Status
@@ -201,8 +198,8 @@ class ProviderCircuits:
 
 class SharedCircuits:
     """One process's view of the run's circuits; its threads share it. `ask` and `tell`
-    reach the circuits: through Ray from any process (`reaching`), or directly in the
-    process that hosts them."""
+    reach the circuits: directly in the process that hosts them, or from another
+    (evolve/executors/ray_services.py: `reaching`)."""
 
     def __init__(
         self,
@@ -213,12 +210,6 @@ class SharedCircuits:
         self.ask, self.tell, self.trust_s = ask, tell, trust_s
         self._closed_until: dict[str, float] = {}  # provider key: until when to trust it
         self._refused: set[str] = set()  # provider keys refused, seen here or told
-
-    @classmethod
-    def reaching(cls, host: ray.actor.ActorHandle, trust_s: float = TRUST_S) -> SharedCircuits:
-        """Through the hosting actor's `ask` and `report`."""
-        reaching = _Reaching(host)
-        return cls(reaching.ask, reaching.tell, trust_s)
 
     def admit(self, key: str, sleep: Callable[[float], None]) -> bool:
         """Return when a request may go; True if its outcome must be reported, because
@@ -251,34 +242,6 @@ class SharedCircuits:
             self._refused.add(key)
         if probe or status in TRIPS or status == "refused":
             self.tell(key, status, retry_after)
-
-
-class _Reaching:
-    """The host's circuits over Ray. A report is not waited on when it is sent, but this
-    process's next question waits for it: the host runs its circuits' calls on a thread
-    of their own, and Ray keeps one caller's calls in order only for an actor with a
-    single thread, so a question could overtake the report before it (a trip this
-    process saw answered "closed" in one CI run)."""
-
-    def __init__(self, host: ray.actor.ActorHandle) -> None:
-        self.host = host
-        self.lock = threading.Lock()
-        self.told: list[ray.ObjectRef] = []
-
-    def __reduce__(self) -> tuple[type[_Reaching], tuple[ray.actor.ActorHandle]]:
-        """Another process gets a view of its own, with no reports of its own yet."""
-        return _Reaching, (self.host,)
-
-    def tell(self, key: str, status: Status, retry_after: float | None) -> None:
-        with self.lock:
-            self.told.append(self.host.report.remote(key, status, retry_after))
-
-    def ask(self, key: str) -> tuple[float, State]:
-        with self.lock:
-            told, self.told = self.told, []
-        if told:
-            ray.get(told)
-        return ray.get(self.host.ask.remote(key))
 
 
 @dataclass(frozen=True)

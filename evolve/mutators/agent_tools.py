@@ -22,9 +22,8 @@ from evolve.sandbox import Sandbox
 from evolve.task import SandboxSpec
 
 if TYPE_CHECKING:
-    from ray.actor import ActorHandle
-
     from evolve.evaluator import Evaluator
+    from evolve.executors import Actor
     from evolve.store import CandidateRecord
 
 MAX_TOP = 10
@@ -76,7 +75,7 @@ class AgentServices:
 
     evaluator: Evaluator
     sandbox: SandboxSpec
-    reader: ActorHandle  # an evolve.store_reader.StoreReader on the driver's node
+    reader: Actor  # an evolve.store_reader.StoreReader on the driver's node
 
 
 class Toolbox:
@@ -150,9 +149,7 @@ class Toolbox:
         return evaluator.draft(program, self._sandbox, seed=seed)
 
     def show_candidate(self, candidate_id: int) -> str:
-        import ray
-
-        found = ray.get(self.services.reader.candidate.remote(candidate_id))
+        found = self.services.reader.call("candidate", candidate_id).result()
         if found is None:
             return f"error: this run has no candidate #{candidate_id}"
         candidate, evaluation = found
@@ -167,17 +164,13 @@ class Toolbox:
         return "\n".join(lines)
 
     def lineage(self, candidate_id: int) -> str:
-        import ray
-
-        ancestry = ray.get(self.services.reader.lineage.remote(candidate_id))
+        ancestry = self.services.reader.call("lineage", candidate_id).result()
         if not ancestry:
             return f"error: this run has no candidate #{candidate_id}"
         return "\n".join(_summary(candidate) for candidate in ancestry)
 
     def top_candidates(self, k: int) -> str:
-        import ray
-
-        best = ray.get(self.services.reader.top.remote(max(1, min(k, MAX_TOP))))
+        best = self.services.reader.call("top", max(1, min(k, MAX_TOP))).result()
         lines = [f"{_summary(candidate)} ({standing})" for candidate, standing in best]
         return "\n".join(lines) or "nothing is scored yet"
 

@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-from ray.actor import ActorHandle
-
 from evolve.evaluator import Evaluator
+from evolve.executors import Actor, Executor
 from evolve.hardware import describe_hardware
 from evolve.mutators import LLM_OPERATORS, MUTATORS, Agent, LLMEditor, Mutator
 from evolve.mutators.agent_tools import AgentServices
 from evolve.mutators.prompt import PromptContext
-from evolve.store_reader import start_store_reader
 from evolve.task import MutatorSpec
 from evolve.taskfile import LoadedTask
 
 
 def make_mutators(
-    task: LoadedTask, evaluator: Evaluator, *, store_url: str, run_name: str
-) -> tuple[dict[str, Mutator], ActorHandle | None]:
+    task: LoadedTask, evaluator: Evaluator, executor: Executor, *, store_url: str, run_name: str
+) -> tuple[dict[str, Mutator], Actor | None]:
     """Every mutator the task names, by name. An agent's drafts run in a sandbox like the
     workers', and it reads the store through an actor on this node, so agents on other
     machines see the run too: that actor is returned, for the caller to end with the run."""
     services = reader = None
     if any(m.name == "agent" for m in task.spec.mutators):
-        reader = start_store_reader(store_url, run_name)
+        reader = executor.store_reader(store_url, run_name)
         services = AgentServices(evaluator, task.spec.sandbox, reader)
     context = prompt_context(task, evaluator)
     mutators = {m.name: make_mutator(m, task, context, services) for m in task.spec.mutators}

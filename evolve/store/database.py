@@ -35,7 +35,7 @@ from evolve.store.deferred import (
     open_deferring,
     write_referred,
 )
-from evolve.store.engines import make_engine, parse_url, read_only_url
+from evolve.store.engines import IMMEDIATE, make_engine, parse_url, read_only_url
 from evolve.store.new_schema import create_if_new
 
 # The newest revision in migrations/versions (tests/test_store.py checks that it is). A
@@ -122,7 +122,7 @@ class Database:
         if self._url.get_backend_name() != "sqlite":
             event.listen(self._engine, "before_cursor_execute", self._before_statement)
             self._commits = Commits()
-        self._writer = self._engine.execution_options(sqlite_begin="BEGIN IMMEDIATE")
+        self._writer = self._engine.execution_options(sqlite_begin=IMMEDIATE)
         self._readers = sessionmaker(self._engine, expire_on_commit=False)
         self._writers: sessionmaker[Session] = sessionmaker(self._writer, expire_on_commit=False)
         # The connection of the open turn and the thread that opened it (see `turn`).

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -16,7 +17,10 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.pool import ConnectionPoolEntry
 
+from evolve.store.writer_gate import WriterGate, gate_for, install
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+IMMEDIATE = "BEGIN IMMEDIATE"  # how a writer begins (evolve/store/database.py)
 READ_ONLY_SESSION = "-c default_transaction_read_only=on"  # a PostgreSQL session's option
 
 
@@ -84,10 +88,17 @@ def _turn_on_wal(cursor: sqlite3.Cursor) -> None:
             time.sleep(0.01)
 
 
-def _sqlite_begin(connection: Connection) -> None:
+def _sqlite_begin(gate: WriterGate | None) -> Callable[[Connection], None]:
     # Writers say BEGIN IMMEDIATE: they take the write lock up front (waiting for it under the
     # busy timeout) instead of failing when a read inside the transaction turns into a write.
-    connection.exec_driver_sql(connection.get_execution_options().get("sqlite_begin", "BEGIN"))
+    # Within this process they pass the file's gate first (evolve/store/writer_gate.py).
+    def begin(connection: Connection) -> None:
+        statement = connection.get_execution_options().get("sqlite_begin", "BEGIN")
+        if gate is not None and statement == IMMEDIATE:
+            gate.enter(connection)
+        connection.exec_driver_sql(statement)
+
+    return begin
 
 
 def _postgres_connect(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
@@ -113,7 +124,11 @@ def make_engine(url: URL, *, read_only: bool = False) -> Engine:
     engine = create_engine(url)
     if backend == "sqlite":
         event.listen(engine, "connect", _sqlite_read_only if read_only else _sqlite_connect)
-        event.listen(engine, "begin", _sqlite_begin)
+        gate = None
+        if url.database and url.database != ":memory:" and not read_only:
+            gate = gate_for(str(Path(url.database).resolve()), SQLITE_BUSY_TIMEOUT_MS / 1000)
+            install(engine, gate)
+        event.listen(engine, "begin", _sqlite_begin(gate))
     elif backend == "postgresql":
         event.listen(engine, "connect", _postgres_connect)
     return engine

@@ -227,7 +227,9 @@ def candidate_view(store: Store, candidate: CandidateRecord) -> RenderableType:
         title = f"\nevaluation {evaluation.id} ({evaluation.kind}): {evaluation.status}{gives}"
         node = evaluation.sandbox.get("node") if evaluation.sandbox else None
         if node:
-            title += f"\non {node['host']} ({node['cpu']}), Ray node {node['node_id'][:12]}"
+            title += f"\non {node['host']} ({node['cpu']})"
+            if node["node_id"] != node["host"]:  # a Ray cluster's node, not this machine's
+                title += f", Ray node {node['node_id'][:12]}"
         parts.append(Text(title, style="bold"))  # above the table: never wrapped to its width
         table = Table()
         table.add_column("metric")

@@ -202,6 +202,7 @@ class ScriptedLLMServer:
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # a provider takes a burst of connections; 5 reset some
     owner: ScriptedLLMServer
 
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from evolve.engine import Engine, Outcome
 from evolve.events import Event, Snapshot
+from evolve.executors import Executor
+from evolve.executors.local import LocalExecutor
 from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
 
@@ -25,9 +27,15 @@ class Recorder:
 
 
 def run_engine(
-    tmp_path: Path, task_file: Path, *, workers: int = 2, seed: int = 7
+    tmp_path: Path,
+    task_file: Path,
+    *,
+    workers: int = 2,
+    seed: int = 7,
+    executor: Executor | None = None,
 ) -> tuple[Outcome, Store, Recorder]:
-    """The task run to its end by an Engine on a SQLite store in `tmp_path`, as run "r1"."""
+    """The task run to its end by an Engine on a SQLite store in `tmp_path`, as run "r1", its
+    workers on `executor` (by default the local one, which logs to `tmp_path`)."""
     task = load_task(task_file)
     store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
     run = store.create_run(
@@ -39,6 +47,7 @@ def run_engine(
         store,
         run,
         make_evaluator(task),
+        executor if executor is not None else LocalExecutor(tmp_path),
         workers=workers,
         results_dir=tmp_path / "results",
         observer=recorder,

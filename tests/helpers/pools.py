@@ -7,6 +7,7 @@ from pathlib import Path
 
 from evolve.engine import Engine
 from evolve.events import Event, Snapshot
+from evolve.executors import Executor
 from evolve.store import Store
 from evolve.taskfile import load_task, make_evaluator
 from tests.conftest import write_synthetic_task
@@ -34,15 +35,16 @@ class Watcher:
 
 
 def watched_engine(
-    tmp_path: Path, *, workers: int, candidates: int, params: str
+    tmp_path: Path, executor: Executor, *, workers: int, candidates: int, params: str
 ) -> tuple[Engine, Store, Watcher]:
-    """An Engine on the synthetic task with `params`, its store in `tmp_path`, watched."""
+    """An Engine on the synthetic task with `params`, its workers on `executor`, its store in
+    `tmp_path`, watched."""
     task = load_task(write_synthetic_task(tmp_path / "task", candidates=candidates, params=params))
     store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")
     run = store.create_run("r", task_path=str(task.path), task_yaml=task.text, seed=3, settings={})
     watcher = Watcher()
     engine = Engine(
-        task, store, run, make_evaluator(task), workers=workers,
+        task, store, run, make_evaluator(task), executor, workers=workers,
         results_dir=tmp_path / "results", observer=watcher,
     )  # fmt: skip
     return engine, store, watcher
