@@ -159,7 +159,7 @@ def test_a_child_that_dies_by_itself_ends_its_calls_lost_with_its_exit_code(
     if how == "killed from outside":
         os.kill(pid, signal.SIGKILL)  # as the kernel's OOM killer would
 
-    said = f"fragile ended (exit code {code})"
+    said = f"fragile ended (exit code {code}; what it printed: {actor.log_file})"
     assert lost(dying) == lost(queued) == said
     assert lost(actor.call("add", 2)) == said
     assert not actor.killed, "the executor did not stop it"

@@ -7,10 +7,10 @@ at the terminal is the driver's to handle, not every worker's), and it dies with
 (evolve/executors/actor_process.py). The two speak over a socket pair through
 multiprocessing's Connection: the first message is the driver's module path, the second
 builds the actor (its class and arguments, pickled by cloudpickle), each later one is a
-call, answered in the order it was sent. A
-reader thread in the driver settles each call's future with its answer; when the child ends
-(killed, crashed, or lost to the kernel's OOM killer) every call it had not answered ends
-WorkerLost.
+call, answered in the order it was sent. A reader thread in the driver settles each
+call's future with its answer; when the child ends (killed, crashed, or lost to the
+kernel's OOM killer) every call it had not answered ends WorkerLost, which says where what
+the child printed is kept.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class ProcessActor(Actor):
     ) -> None:
         """An instance of `cls` built from `args` in a new child process, which prints to
         `log_file` and whose environment has neither the secrets nor `withhold`."""
-        self.name = name
+        self.name, self.log_file = name, log_file
         ours, theirs = socket.socketpair()
         with open(log_file, "ab") as printed:
             self.process = subprocess.Popen(
@@ -71,8 +71,10 @@ class ProcessActor(Actor):
         self.killed = False
         # Where the driver finds modules first: the actor's class and arguments may come
         # from one that the child's own path lacks (a test's, a folder added at run time).
-        self.connection.send_bytes(cloudpickle.dumps(list(sys.path)))
-        self.connection.send_bytes(cloudpickle.dumps((cls, args)))
+        # A child that died at once: the reader thread says so.
+        with contextlib.suppress(OSError):
+            self.connection.send_bytes(cloudpickle.dumps(list(sys.path)))
+            self.connection.send_bytes(cloudpickle.dumps((cls, args)))
         threading.Thread(target=self._answers, name=f"{name}-answers", daemon=True).start()
 
     def call(self, method: str, *args: Any) -> Future[Any]:
@@ -109,7 +111,9 @@ class ProcessActor(Actor):
             else:
                 future.set_exception(value)
         code = self.process.wait()
-        why = f"{self.name} was stopped" if self.killed else f"{self.name} ended (exit code {code})"
+        why = f"{self.name} was stopped"
+        if not self.killed:
+            why = f"{self.name} ended (exit code {code}; what it printed: {self.log_file})"
         log.log(logging.INFO if self.killed else logging.WARNING, "%s", why)
         with self.lock:
             self.gone = why
