@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from evolve.executors import Actor, Executor, WorkerLost
 from evolve.executors.process_actor import ProcessActor
-from evolve.orphans import reap_sandboxes
+from evolve.sandbox import backend
 
 if TYPE_CHECKING:
     from evolve.evaluator import Evaluator
@@ -106,11 +106,13 @@ class LocalExecutor(Executor):
         self.log_file = log_folder / "workers.log"
         self.withhold = tuple(withhold)
         self.processes: list[ProcessActor] = []
+        self.backends: set[str] = set()  # of the sandboxes the workers open
 
     def evaluation_worker(self, evaluator: Evaluator, sandbox: SandboxSpec, name: str) -> Actor:
         from evolve.workers import EvaluationWorker
 
         self.processes = [p for p in self.processes if p.gone is None]
+        self.backends.add(sandbox.backend)
         arguments = (evaluator, sandbox, name)
         actor = ProcessActor(name, EvaluationWorker, arguments, self.log_file, self.withhold)
         self.processes.append(actor)
@@ -151,7 +153,8 @@ class LocalExecutor(Executor):
     def close(self) -> None:
         """Once every worker has exited, what their sandboxes left is removed: a worker
         killed in the middle of a job (the run stopped, or the job hung) leaves its
-        container, which counts as owned until the worker is gone."""
+        container, which counts as owned until the worker is gone. Only the backends the
+        workers used are looked at (the guardian looks at every one)."""
         for actor in self.processes:
             actor.kill()
         for actor in self.processes:
@@ -160,4 +163,5 @@ class LocalExecutor(Executor):
             except subprocess.TimeoutExpired:
                 log.warning("%s did not exit %g s after SIGKILL", actor.name, EXIT_WAIT_S)
         self.processes = []
-        reap_sandboxes()
+        for name in sorted(self.backends):
+            backend(name).reap_orphans()
