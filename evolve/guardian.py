@@ -20,6 +20,7 @@ import os
 import select
 import subprocess
 import sys
+from collections.abc import Iterable
 
 from evolve.orphans import clean_up, reap_sandboxes
 from evolve.processes import ProcessId, start_time
@@ -28,14 +29,15 @@ from evolve.secrets import environment_without
 LOCAL = "-"  # the session of a run without Ray
 
 
-def start(session: str) -> subprocess.Popen[bytes]:
+def start(session: str, withhold: Iterable[str] = ()) -> subprocess.Popen[bytes]:
     """Start a guardian for this process and its Ray instance, whose session directory is
-    `session` (LOCAL: a run without Ray)."""
+    `session` (LOCAL: a run without Ray), with neither the secrets nor `withhold` (the
+    task's model keys) in its environment."""
     driver = ProcessId.here()
     arguments = (str(driver.pid), str(driver.started), session)
     return subprocess.Popen(
         [sys.executable, "-m", "evolve.guardian", *arguments],
-        env=environment_without(),
+        env=environment_without(withhold),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,  # never hold the driver's pipes open: readers would wait
         stderr=subprocess.DEVNULL,

@@ -234,7 +234,7 @@ def _cluster(address: str | None, task: LoadedTask) -> Iterator[Executor | None]
     run's workers are this machine's processes (evolve/executors/local.py), Ray is not
     loaded, and a guardian cleans up after a driver killed outright (evolve/guardian.py)."""
     if address is None:
-        watcher = guardian.start(guardian.LOCAL)
+        watcher = guardian.start(guardian.LOCAL, key_names(task.spec.llm))
         try:
             yield None
         finally:

@@ -23,7 +23,7 @@ from evolve.secrets import Keys, is_secret, lookup, secret_names, withheld
 from tests.conftest import descendants, write_matmul_task
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, prompt_text
 
-KEY_VAR = "EVOLVE_FAKE_CREDENTIAL"  # named by the task alone: no rule would call it a secret
+KEY_VAR = "EVOLVE_FAKE_MODEL_ACCESS"  # named by the task alone: no rule calls it a secret
 KEY = "sk-planted-b7e1c0ffee5a1d"
 BYSTANDER = "sk-bystander-0a9d33f1c2"  # a key the task never uses, in OPENAI_API_KEY
 PROBE_LINE = "PROBE read"
@@ -126,6 +126,7 @@ def test_no_key_reaches_a_worker_a_candidate_the_store_the_results_or_the_logs(
     tmp_path: Path, ray: bool
 ) -> None:
     with ScriptedLLMServer(default=hunter()) as server:
+        assert not is_secret(KEY_VAR), "the key's variable must be a secret by the task alone"
         model = {"model": "scripted", "base_url": server.openai_url, "api_key_env": KEY_VAR}
         task = write_matmul_task(tmp_path, model, mutator="diff", candidates=3, n=64)
         env = {**os.environ, KEY_VAR: KEY, "OPENAI_API_KEY": BYSTANDER}

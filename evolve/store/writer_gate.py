@@ -4,10 +4,10 @@ before they ask SQLite for the file.
 SQLite takes one writer at a time: a BEGIN IMMEDIATE that finds another writer in the file
 waits in SQLite's busy handler, which sleeps and looks again (after 1, 2, 5, 10, 15, 20, 25
 ms and on), not when the file is free. In a run on one machine the engine's turns and the
-ledger writer (evolve/ledger_writer.py) are threads of one process, so a writer that waited
-slept on average far past the other's commit: with a model that answers at once, a model
-call's reservation waited 19 ms at the 90th percentile for a commit that takes well under
-one. Behind this gate a waiting writer wakes when the other one ends its transaction.
+ledger writer (evolve/ledger_writer.py) are threads of one process, and a model call's
+reservation, which the request waits for, is one of those writes: a writer that waited
+would sleep many times as long as the other's commit takes. Behind this gate a waiting
+writer wakes when the other one ends its transaction.
 
 The gate only orders writers within the process; SQLite's lock still guards the file, against
 other processes too. A transaction ends, for the gate, at its commit or rollback, or when its
