@@ -80,19 +80,23 @@ class WorkerPool:
         self._next_room_check = 0.0
         self._retry_wait_s = RETRY_AFTER_FAILED_SETUP_S
         self._lost_starts = 0  # workers lost while starting since one last got ready
+        self._held = 0  # workers not yet asked for: the first is being placed
 
     # -- growing and shrinking --------------------------------------------------------
 
     def start(self) -> None:
-        """Ask for every worker at once; they become ready as their set-ups finish."""
-        for _ in range(self.size):
-            self._spawn()
+        """Ask for the first worker; `tend` asks for the rest once it is placed (or given
+        up). Started together, the workers' interpreters would share the CPUs with the
+        first one's, and the seed, which that one evaluates, would wait for all of them;
+        they become ready as their set-ups finish."""
+        self._held = self.size - 1
+        self._spawn()
 
     def ready_count(self) -> int:
         return len(self.idle) + len(self.busy)
 
     def coming(self) -> int:
-        return len(self.placing) + len(self.preparing)
+        return len(self.placing) + len(self.preparing) + self._held
 
     def waiting(self) -> list[Future[Any]]:
         """What the loop waits on for the pool, beside its evaluations."""
@@ -167,6 +171,10 @@ class WorkerPool:
         """Give up workers not placed by their deadline, and fill empty slots where the
         executor has room. Cheap when there is nothing to do: the executor is asked for room
         at most every ROOM_POLL_S, and only while a slot is empty."""
+        if self._held and not self.placing:
+            for _ in range(self._held):
+                self._spawn()
+            self._held = 0
         now = time.monotonic()
         for ref, placing in list(self.placing.items()):
             if placing.due <= now:

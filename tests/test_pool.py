@@ -7,8 +7,10 @@ successor is waited for by nobody, and the seed's retry goes to another worker.
 from __future__ import annotations
 
 import re
+import socket
 import time
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from ray.actor import ActorHandle
 from evolve import pool
 from evolve.engine import Outcome
 from evolve.events import Event
+from evolve.executors.local import LocalExecutor
 from evolve.executors.on_ray import RayActor, RayExecutor
 from evolve.pool import WorkerPool
 from evolve.store import Store
@@ -138,6 +141,31 @@ def test_the_loop_goes_on_while_a_lost_workers_successor_has_no_room(tmp_path: P
     assert meanwhile, "the loop waited for the lost worker's successor"
 
 
+@pytest.mark.system
+def test_the_first_worker_starts_alone_and_the_rest_once_it_is_placed(tmp_path: Path) -> None:
+    """The seed waits for one worker only: the others' interpreters start once the first is
+    placed, not beside it on the same CPUs, and the pool still reaches its size."""
+    executor = LocalExecutor(tmp_path)
+    asked: list[tuple[str, list[str]]] = []  # each worker asked for, and those placed by then
+    ask = executor.evaluation_worker
+
+    def noted(*args: object) -> object:
+        asked.append((str(args[-1]), [p.name for p in engine.pool.workers.values()]))
+        return ask(*args)  # type: ignore[arg-type]
+
+    executor.evaluation_worker = noted  # type: ignore[method-assign]
+    engine, _, watcher = watched_engine(
+        tmp_path, executor, workers=3, candidates=30, params="{target: 100, delay_s: 0.1}"
+    )
+    with closing(executor):
+        outcome = engine.run()
+    assert outcome.best is not None
+    assert [name for name, _ in asked] == ["worker-0", "worker-1", "worker-2"]
+    assert asked[0][1] == []
+    assert all(placed == [f"worker-0@{socket.gethostname()}"] for _, placed in asked[1:]), asked
+    assert any("ready (3 of 3)" in text for text in watcher.texts()), watcher.texts()
+
+
 def test_take_asks_for_a_machine_kind_and_avoids_a_worker_where_it_can() -> None:
     """The choice alone, with names standing in for actor handles: one machine here cannot
     show two CPU models."""
@@ -148,7 +176,7 @@ def test_take_asks_for_a_machine_kind_and_avoids_a_worker_where_it_can() -> None
         "c": Placement("worker-2@n2", "id2", "n2", "Xeon"),
     }
     workers.workers = places  # type: ignore[assignment]
-    workers.placing, workers.preparing = {}, {}
+    workers.placing, workers.preparing, workers._held = {}, {}, 0
 
     def take(idle: list[str], busy: set[str], **ask: str) -> str | None:
         workers.idle = list(idle)  # type: ignore[arg-type]
