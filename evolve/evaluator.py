@@ -1,4 +1,4 @@
-"""The evaluator plugin contract and its discovery through entry points.
+"""The evaluator plugin contract, and its lookup by name (evolve/registry.py).
 
 An evaluator subclasses `Evaluator`: it must say how it `evaluate`s a program, and may
 override the hooks whose defaults are written here (what a draft runs, how long one
@@ -17,18 +17,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
+from evolve import registry
 from evolve.program import Program
 from evolve.results import EvalResult
 from evolve.sandbox import Limits, Sandbox
 from evolve.watchdog import DEFAULT_SANDBOX_RUNS, sandbox_time
-
-GROUP = "evolve.evaluators"
 
 
 class Evaluator(ABC):
@@ -91,21 +89,7 @@ class Evaluator(ABC):
         return None
 
 
-def available_evaluators() -> dict[str, Any]:
-    return {ep.name: ep for ep in entry_points(group=GROUP)}
-
-
 def evaluator_class(name: str) -> type[Evaluator]:
     """The plugin class registered under `name`; KeyError lists what is installed, TypeError
     says that a registered class is no Evaluator."""
-    found = available_evaluators()
-    if name not in found:
-        known = ", ".join(sorted(found)) or "none"
-        raise KeyError(f"no evaluator plugin named {name!r} (installed: {known})")
-    loaded = found[name].load()
-    if not (isinstance(loaded, type) and issubclass(loaded, Evaluator)):
-        raise TypeError(
-            f"plugin {name!r} ({found[name].value}) is not a subclass of "
-            "evolve.evaluator.Evaluator: derive it from that base"
-        )
-    return loaded
+    return registry.load_class("evaluator", name, Evaluator)

@@ -25,8 +25,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from evolve import registry
 from evolve.processes import ProcessId, kill, ray_processes
-from evolve.sandbox import BACKENDS, backend
+from evolve.sandbox import backend
 
 if TYPE_CHECKING:  # the guardian imports this module and must stay small: no SQLAlchemy
     from evolve.store import Store
@@ -50,7 +51,7 @@ def clean_up(session: str | None = None) -> int:
 def reap_sandboxes() -> int:
     """Remove what sandbox jobs of owners that are gone left on this host (containers); how
     many."""
-    return sum(backend(name).reap_orphans() for name in BACKENDS)
+    return sum(backend(name).reap_orphans() for name in registry.registered("sandbox backend"))
 
 
 def sweep(store: Store) -> None:

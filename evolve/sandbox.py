@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import json
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
+from evolve import registry
 from evolve.limits import Limits, limit_said, oom_said, sign_in, stopped
 
-# The backends, by the name a task gives them. The core reaches a backend only through this
-# table, so that importing `evolve` loads neither Docker's SDK nor bubblewrap's probes.
-BACKENDS = {"docker": "sandboxes.docker", "process": "sandboxes.process"}
+# The backends are plugins, by the name a task gives them (evolve/registry.py). The core
+# reaches a backend only through `backend`, so that importing `evolve` loads neither Docker's
+# SDK nor bubblewrap's probes.
 
 
 class SandboxUnavailable(RuntimeError):
@@ -176,10 +176,12 @@ class Backend(Protocol):
 
 
 def backend(name: str) -> Backend:
-    if name not in BACKENDS:
-        known = ", ".join(BACKENDS)
-        raise ValueError(f"unknown sandbox backend {name!r} (known: {known})")
-    return cast(Backend, importlib.import_module(BACKENDS[name]))
+    """The backend module registered under `name` (evolve/registry.py); ValueError lists
+    those installed where none is."""
+    try:
+        return cast(Backend, registry.load("sandbox backend", name))
+    except registry.UnknownPlugin as exc:
+        raise ValueError(str(exc)) from None
 
 
 def open_sandbox(name: str, *, image: str | None = None, gpus: bool = False) -> Sandbox:

@@ -55,10 +55,10 @@ class FeatureSpec(Strict):
 
 
 class SearchSpec(Strict):
-    strategy: Literal["islands", "map_elites", "pareto"] = Field(
+    strategy: str = Field(
         "islands",
         description="islands: ranked by score; map_elites: one elite per feature cell; "
-        "pareto: the non-dominated front over the objectives",
+        "pareto: the non-dominated front over the objectives; or a strategy plugin's name",
     )
     islands: int = Field(3, ge=1, le=256)
     migration_interval: int = Field(25, ge=1, description="evaluations between ring migrations")
@@ -195,7 +195,7 @@ def _debian_package(name: str) -> str:
 
 
 class SandboxSpec(Strict):
-    backend: Literal["docker", "process"] = "docker"
+    backend: str = Field("docker", description="docker, process, or a sandbox plugin's name")
     image: str | None = Field(None, description="docker: an image of your own, e.g. the CUDA one")
     packages: list[Annotated[str, AfterValidator(_debian_package)]] = Field(
         default_factory=list,

@@ -14,11 +14,12 @@ from pathlib import Path
 from pydantic import ValidationError
 from yaml.nodes import SequenceNode
 
+from evolve import registry
 from evolve.evaluator import Evaluator, evaluator_class
 from evolve.knobs import find_knobs
 from evolve.llm.config import ModelSpecError
 from evolve.llm.prices import BUILTIN_PRICES
-from evolve.mutators import LLM_OPERATORS, MUTATORS
+from evolve.mutators import LLM_OPERATORS, Mutator
 from evolve.mutators.llm import model_config
 from evolve.program import Program, ProgramError
 from evolve.search.map_elites import CODE_LENGTH
@@ -90,20 +91,29 @@ class TaskChecks:
             self.fail(("evaluator", "params"), str(exc))
 
     def mutators(self) -> None:
-        known = ", ".join(sorted(MUTATORS))
         for i, mutator in enumerate(self.spec.mutators):
-            if mutator.name not in MUTATORS:
+            try:
+                cls = registry.load_class("mutator", mutator.name, Mutator)
+            except registry.UnknownPlugin:
+                known = registry.known("mutator")
                 message = f"unknown mutator {mutator.name!r} (known: {known})"
                 self.fail(("mutators", i, "name"), message)
+                continue
+            except (ImportError, AttributeError) as exc:
+                message = f"plugin {mutator.name!r} is installed but broken: {exc}"
+                self.fail(("mutators", i, "name"), message)
+                continue
+            except TypeError as exc:
+                self.fail(("mutators", i, "name"), str(exc))
                 continue
             if mutator.name in LLM_OPERATORS and self.spec.llm is None:
                 message = f"{mutator.name!r} asks a model: add an `llm:` section naming one"
                 self.fail(("mutators", i, "name"), message)
             try:
-                MUTATORS[mutator.name].Params.model_validate(mutator.params)
+                cls.Params.model_validate(mutator.params)
             except ValidationError as exc:
                 self.problems += schema_problems(
-                    exc, self.layout, ("mutators", i, "params"), MUTATORS[mutator.name].Params
+                    exc, self.layout, ("mutators", i, "params"), cls.Params
                 )
 
     def llm(self) -> None:
@@ -148,6 +158,7 @@ class TaskChecks:
         """The strategy's needs: pareto two objectives to trade off, map_elites features
         that every evaluation reports."""
         search = self.spec.search
+        self._registered("strategy", search.strategy, ("search", "strategy"))
         if search.strategy == "pareto" and len(self.spec.objectives) < 2:
             message = (
                 f"pareto trades objectives off against each other and this task has "
@@ -163,6 +174,13 @@ class TaskChecks:
             problem = None if feature.name == CODE_LENGTH else self._metric_problem(feature.name)
             if problem:
                 self.fail(("search", "features", i, "name"), problem)
+
+    def sandbox(self) -> None:
+        self._registered("sandbox backend", self.spec.sandbox.backend, ("sandbox", "backend"))
+
+    def _registered(self, kind: registry.Kind, name: str, loc: Loc) -> None:
+        if name not in registry.registered(kind):
+            self.fail(loc, f"unknown {kind} {name!r} (known: {registry.known(kind)})")
 
     def _metric_problem(self, name: str) -> str | None:
         return None if self.made is None else self.made.metric_problem(name)

@@ -135,6 +135,7 @@ def parse_task(text: str, path: Path) -> LoadedTask:
         check.mutators()
         check.llm()
         check.objectives()
+        check.sandbox()
     if check.problems or seed is None:
         raise TaskFileError(path, check.problems)
     warnings = tuple(translation.warnings()) if translation else ()

@@ -261,7 +261,7 @@ def test_an_unisolated_process_sandbox_says_so(caplog: pytest.LogCaptureFixture)
 
 
 def test_open_sandbox_names_the_known_backends() -> None:
-    with pytest.raises(ValueError, match="known: docker, process"):
+    with pytest.raises(ValueError, match="installed: docker, process"):
         open_sandbox("vm")
 
 

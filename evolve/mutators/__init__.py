@@ -1,4 +1,5 @@
-"""Mutators by the name a task.yaml uses for them."""
+"""Mutators: how a child is made from its parents. A task names them by the names they are
+registered under (evolve/registry.py; the built-ins in pyproject.toml)."""
 
 from evolve.mutators.agent import Agent
 from evolve.mutators.autotuner import Autotuner
@@ -7,16 +8,10 @@ from evolve.mutators.llm import LLMEditor
 
 EDIT_OPERATORS = ("diff", "rewrite", "crossover", "fix")
 LLM_OPERATORS = (*EDIT_OPERATORS, "agent")
-MUTATORS: dict[str, type] = {
-    "autotuner": Autotuner,
-    "agent": Agent,
-    **dict.fromkeys(EDIT_OPERATORS, LLMEditor),
-}
 
 __all__ = [
     "EDIT_OPERATORS",
     "LLM_OPERATORS",
-    "MUTATORS",
     "Agent",
     "Autotuner",
     "LLMEditor",

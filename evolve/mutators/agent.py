@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evolve.llm.conversation import AssistantTurn, ToolResults, Turn
 from evolve.mutators.agent_tools import TOOLS, AgentServices, Toolbox
-from evolve.mutators.base import MutationError, MutationRequest, Proposal
+from evolve.mutators.base import MutationError, MutationRequest, Mutator, Proposal
 from evolve.mutators.edits import EditError
 from evolve.mutators.llm import ModelClients, no_reply
 from evolve.mutators.prompt import PromptContext, build_prompt
@@ -45,7 +45,7 @@ class AgentParams(BaseModel):
     )
 
 
-class Agent:
+class Agent(Mutator):
     name = "agent"
     Params = AgentParams
 

@@ -34,7 +34,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from evolve.knobs import Knob, Value, find_knobs, set_knobs
-from evolve.mutators.base import MutationError, MutationRequest, Parent, Proposal
+from evolve.mutators.base import MutationError, MutationRequest, Mutator, Parent, Proposal
 from evolve.program import ProgramError
 
 
@@ -94,7 +94,7 @@ def _pow2_moves(knob: Knob, value: int, rng: random.Random) -> list[int]:
     return [value * 2, value // 2, *([2 ** rng.choice(far)] if far else [])]
 
 
-class Autotuner:
+class Autotuner(Mutator):
     name = "autotuner"
     Params = AutotunerParams
 

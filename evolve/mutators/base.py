@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
 
 from evolve.program import Program
 from evolve.proposal_outcomes import Outcome
@@ -77,9 +80,15 @@ class Proposal:
     calls: tuple[Any, ...] = ()  # the evolve.llm.LLMCall records that made it
 
 
-class Mutator(Protocol):
+class Mutator(ABC):
+    """The base of every mutator plugin (registered as evolve/registry.py says). A plugin's
+    constructor takes the task's `params` for it, which its `Params` model validates when the
+    task loads; the built-in model operators are built with the task's model section too
+    (evolve/mutators/factory.py)."""
+
     name: str
+    Params: ClassVar[type[BaseModel]]
 
-    def __init__(self, params: Mapping[str, Any]) -> None: ...
-
-    def propose(self, request: MutationRequest) -> Proposal: ...
+    @abstractmethod
+    def propose(self, request: MutationRequest) -> Proposal:
+        """A child of `request.parent`; MutationError says why there is none."""

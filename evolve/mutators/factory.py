@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from evolve import registry
 from evolve.evaluator import Evaluator
 from evolve.executors import Actor, Executor
 from evolve.hardware import describe_hardware
-from evolve.mutators import LLM_OPERATORS, MUTATORS, Agent, LLMEditor, Mutator
+from evolve.mutators import LLM_OPERATORS, Agent, LLMEditor, Mutator
 from evolve.mutators.agent_tools import AgentServices
 from evolve.mutators.prompt import PromptContext
 from evolve.task import MutatorSpec
@@ -35,7 +36,7 @@ def make_mutator(
 ) -> Mutator:
     """`services` (the sandbox and store the agent's tools reach) is needed by the agent."""
     if spec.name not in LLM_OPERATORS:
-        return MUTATORS[spec.name](spec.params)
+        return registry.load_class("mutator", spec.name, Mutator)(spec.params)  # type: ignore[call-arg]
     llm = task.spec.llm
     if llm is None:
         raise ValueError("the task loader refuses LLM operators without an llm section")

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from evolve.llm.client import LLMCall, LLMClient
 
 from evolve.llm import ModelConfig, Price, parse_model
-from evolve.mutators.base import MutationError, MutationRequest, Proposal
+from evolve.mutators.base import MutationError, MutationRequest, Mutator, Proposal
 from evolve.mutators.edits import EditError, apply_diff, apply_rewrite, parse_diff
 from evolve.mutators.prompt import PromptContext, build_prompt, repair_prompt
 from evolve.program import Program
@@ -36,7 +36,7 @@ class LLMEditorParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class LLMEditor:
+class LLMEditor(Mutator):
     """One operator ("diff" or "rewrite") over the task's weighted models."""
 
     Params = LLMEditorParams

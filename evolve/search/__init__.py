@@ -1,9 +1,11 @@
-"""Parent selection state, derived from the store and updated one result at a time."""
+"""Parent selection state, derived from the store and updated one result at a time, by the
+search strategy the task names (a plugin: evolve/registry.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from evolve import registry
 from evolve.search.islands import Islands
 from evolve.search.map_elites import MapElitesStrategy
 from evolve.search.pareto import ParetoStrategy, pareto_front
@@ -26,10 +28,8 @@ __all__ = [
 def make_strategy(
     spec: SearchSpec, objectives: Sequence[Objective], seed_id: int
 ) -> SearchStrategy:
-    """The strategy `search.strategy` names; the task loader has already refused a
-    combination this cannot build (pareto with one objective, map_elites without features)."""
-    if spec.strategy == "map_elites":
-        return MapElitesStrategy(spec, seed_id)
-    if spec.strategy == "pareto":
-        return ParetoStrategy(spec, objectives)
-    return IslandStrategy(spec, seed_id)
+    """The strategy registered under `search.strategy` (evolve/registry.py); the task loader
+    has already refused a name nothing is registered under, and a combination a built-in
+    cannot run (pareto with one objective, map_elites without features)."""
+    cls = registry.load_class("strategy", spec.strategy, SearchStrategy)
+    return cls.from_task(spec, objectives, seed_id)  # type: ignore[attr-defined,no-any-return]

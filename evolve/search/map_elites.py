@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from sortedcontainers import SortedKeyList
 
 from evolve.search.islands import Member
-from evolve.search.strategy import Pick, Scored
-from evolve.task import FeatureSpec, SearchSpec
+from evolve.search.strategy import Pick, Scored, SearchStrategy
+from evolve.task import FeatureSpec, Objective, SearchSpec
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +107,16 @@ class _IslandGrid:
         return [m.id for ranked in self.cells.values() for m in ranked if m.id != besides]
 
 
-class MapElitesStrategy:
+class MapElitesStrategy(SearchStrategy):
     """Islands picked in turn, a uniformly random occupied cell's elite within one, and a
     ring migration of each island's best elite every `migration_interval` evaluations.
     The seed lives on every island. A program lacking a feature stays out of the grid."""
+
+    @classmethod
+    def from_task(
+        cls, spec: SearchSpec, objectives: Sequence[Objective], seed_id: int
+    ) -> MapElitesStrategy:
+        return cls(spec, seed_id)
 
     def __init__(self, spec: SearchSpec, seed_id: int) -> None:
         self.spec, self.seed_id = spec, seed_id

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from evolve.search.strategy import Pick, Scored
+from evolve.search.strategy import Pick, Scored, SearchStrategy
 from evolve.task import Objective, SearchSpec
 
 log = logging.getLogger(__name__)
@@ -116,8 +116,14 @@ def pareto_front(points: Mapping[int, Sequence[float]], directions: Sequence[str
     return {ids[i] for i in np.flatnonzero(ranks == 0)}
 
 
-class ParetoStrategy:
+class ParetoStrategy(SearchStrategy):
     """Parents by binary tournament on (front, then larger crowding), over all islands."""
+
+    @classmethod
+    def from_task(
+        cls, spec: SearchSpec, objectives: Sequence[Objective], seed_id: int
+    ) -> ParetoStrategy:
+        return cls(spec, objectives)
 
     def __init__(self, spec: SearchSpec, objectives: Sequence[Objective]) -> None:
         if len(objectives) < 2:

@@ -9,12 +9,12 @@ from the store on resume.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from evolve.search.islands import Islands
-from evolve.task import SearchSpec
+from evolve.task import Objective, SearchSpec
 
 
 @dataclass(frozen=True)
@@ -36,49 +36,65 @@ class Scored:
     code_length: int = 0
 
 
-class SearchStrategy(Protocol):
+class SearchStrategy(ABC):
+    """The base of every search strategy plugin (registered as evolve/registry.py says; the
+    task names it as `search.strategy`)."""
+
+    @classmethod
+    @abstractmethod
+    def from_task(
+        cls, spec: SearchSpec, objectives: Sequence[Objective], seed_id: int
+    ) -> SearchStrategy:
+        """The strategy for a task's `search` section, its objectives and the seed's id."""
+
+    @abstractmethod
     def add(self, member: Scored) -> None:
         """A new or changed score."""
-        ...
 
+    @abstractmethod
     def discard(self, candidate_id: int) -> None:
         """A candidate that lost its score (a failed re-measurement) is no parent."""
-        ...
 
+    @abstractmethod
     def pick(self, rng: random.Random) -> Pick | None:
         """The next parent, or None while nothing is scored."""
-        ...
 
+    @abstractmethod
     def repair(self, parent_id: int, island: int) -> Pick:
         """A parent chosen elsewhere (a broken candidate for `fix`) takes its turn."""
-        ...
 
+    @abstractmethod
     def partner(self, pick: Pick, rng: random.Random) -> int | None:
         """A second parent, never the parent itself; None only when no other scored
         program exists to pair with."""
-        ...
 
+    @abstractmethod
     def elites(self, island: int, limit: int) -> list[int]:
         """Up to `limit` of the island's programs worth showing, best first: where prompts
         draw their inspirations from."""
-        ...
 
+    @abstractmethod
     def restore(self, scored: Iterable[Scored], migrations: Iterable[tuple[int, int]]) -> None:
         """Scored candidates and migrations (id, island) from the store, oldest first."""
-        ...
 
+    @abstractmethod
     def migrations_due(self, evaluated: int) -> list[tuple[int, int]]:
         """Moves (id, island) to apply and store after `evaluated` evaluations."""
-        ...
 
+    @abstractmethod
     def summary(self) -> str:
         """One line for the live board: how the population stands."""
-        ...
 
 
-class IslandStrategy:
+class IslandStrategy(SearchStrategy):
     """Islands picked in turn, rank-biased picks within one, and a ring migration of each
     island's best every `migration_interval` evaluations. The seed lives on every island."""
+
+    @classmethod
+    def from_task(
+        cls, spec: SearchSpec, objectives: Sequence[Objective], seed_id: int
+    ) -> IslandStrategy:
+        return cls(spec, seed_id)
 
     def __init__(self, spec: SearchSpec, seed_id: int) -> None:
         self.spec, self.seed_id = spec, seed_id
