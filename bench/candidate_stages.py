@@ -27,10 +27,10 @@ from typing import Any
 from machine import load_average, machine, say  # bench/machine.py, beside this script
 from noise import draw_candidates  # bench/noise.py: knob settings a tuner would try
 
-from evaluators.c_kernel import CKernelEvaluator
-from evolve.program import Program
-from evolve.sandbox import Limits, RunResult, Sandbox, open_sandbox
-from evolve.taskfile import load_task
+from evolve.evaluators.c_kernel import CKernelEvaluator
+from evolve.plugin.program import Program
+from evolve.plugin.sandbox import Limits, RunResult, Sandbox, open_sandbox
+from evolve.task.loading import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANT_SEED = 20261129

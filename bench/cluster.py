@@ -31,7 +31,7 @@ from pathlib import Path
 
 from machine import load_average, machine, say  # bench/machine.py, beside this script
 
-from evolve.pool import START_DEADLINE_S
+from evolve.engine.pool import START_DEADLINE_S
 from evolve.store import EvaluationRecord, Store
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from machine import load_average, machine, say  # bench/machine.py, beside this script
 
-from evaluators.code_layout import CodeLayoutEvaluator
-from evaluators.code_layout.ready import SPLITS
-from evaluators.code_layout.scoring import MEASURES, Measured, ratios
-from evolve.program import Program
-from evolve.sandbox import Limits, open_sandbox
+from evolve.evaluators.code_layout import CodeLayoutEvaluator
+from evolve.evaluators.code_layout.ready import SPLITS
+from evolve.evaluators.code_layout.scoring import MEASURES, Measured, ratios
+from evolve.plugin.program import Program
+from evolve.plugin.sandbox import Limits, open_sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evolve.knobs import Knob, Value, find_knobs, set_knobs
-from evolve.program import Program
-from evolve.task import FeatureSpec, Objective
-from evolve.taskfile import load_task
+from evolve.plugin.knobs import Knob, Value, find_knobs, set_knobs
+from evolve.plugin.program import Program
+from evolve.task.loading import load_task
+from evolve.task.schema import FeatureSpec, Objective
 
 ROOT = Path(__file__).resolve().parents[1]
 MATMUL_TABLE = ROOT / "bench" / "data" / "matmul_c_landscape.json"

@@ -19,13 +19,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from evaluators.llvm_inline import LLVMInlineEvaluator
-from evaluators.llvm_inline.jobs import manifest, run_driver
-from evaluators.llvm_inline.params import LLVMInlineParams
-from evaluators.llvm_inline.scoring import geomean_ratio
-from evolve.program import Program
-from evolve.sandbox import Limits, Sandbox, open_sandbox
-from evolve.stages import Runner
+from evolve.evaluators.llvm_inline import LLVMInlineEvaluator
+from evolve.evaluators.llvm_inline.jobs import manifest, run_driver
+from evolve.evaluators.llvm_inline.params import LLVMInlineParams
+from evolve.evaluators.llvm_inline.scoring import geomean_ratio
+from evolve.plugin.program import Program
+from evolve.plugin.sandbox import Limits, Sandbox, open_sandbox
+from evolve.plugin.stages import Runner
 
 TASK_DIR = Path(__file__).resolve().parent.parent / "tasks" / "llvm_inline_size"
 

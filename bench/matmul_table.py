@@ -22,11 +22,11 @@ from landscapes import (  # bench/landscapes.py, beside this script
 )
 from machine import machine, say  # bench/machine.py, beside this script
 
-from evaluators.c_kernel import CKernelEvaluator
-from evolve.knobs import Value, find_knobs
-from evolve.program import Program
-from evolve.sandbox import open_sandbox
-from evolve.taskfile import load_task
+from evolve.evaluators.c_kernel import CKernelEvaluator
+from evolve.plugin.knobs import Value, find_knobs
+from evolve.plugin.program import Program
+from evolve.plugin.sandbox import open_sandbox
+from evolve.task.loading import load_task
 
 # How matmul_c's landscape is measured: the task's evaluator at n = 256 (an eighth of the
 # task's flops), unsanitized, counters off.

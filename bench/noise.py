@@ -38,12 +38,12 @@ from typing import Any
 import numpy as np
 from machine import cpu_model, load_average, say  # bench/machine.py, beside this script
 
-from evaluators.c_kernel import CKernelEvaluator
-from evolve.knobs import Knob, Value, find_knobs, set_knobs
-from evolve.program import Program
-from evolve.results import EvalResult
-from evolve.sandbox import Sandbox, open_sandbox
-from evolve.taskfile import LoadedTask, load_task
+from evolve.evaluators.c_kernel import CKernelEvaluator
+from evolve.plugin.knobs import Knob, Value, find_knobs, set_knobs
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult
+from evolve.plugin.sandbox import Sandbox, open_sandbox
+from evolve.task.loading import LoadedTask, load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("matmul_c", "stencil_c")

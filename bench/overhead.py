@@ -32,16 +32,16 @@ from machine import load_average, machine, say, spread  # bench/machine.py, besi
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from evolve.engine import Engine
-from evolve.events import Event, Snapshot
+from evolve.engine.events import Event, Snapshot
+from evolve.engine.loop import Engine
 from evolve.executors import Executor
 from evolve.executors.local import LocalExecutor
 from evolve.llm import LLMCall
-from evolve.program import Program
-from evolve.results import EvalResult, StageResult
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult, StageResult
 from evolve.search import Islands
 from evolve.store import Settlement, Store
-from evolve.taskfile import load_task, make_evaluator
+from evolve.task.loading import load_task, make_evaluator
 
 SEED = """# EVOLVE-BLOCK-START
 A = 1  # @knob int 0..100000
@@ -265,8 +265,8 @@ def executors_of(kind: str) -> Executors:
     private local Ray instance, started here."""
     if kind == "local":
         return LocalExecutor
-    from evolve import cluster
     from evolve.executors.on_ray import RayExecutor
+    from evolve.runtime import cluster
 
     cluster.connect(None)
     on_ray = RayExecutor()

@@ -55,7 +55,7 @@ from machine import load_average, machine, say, spread  # bench/machine.py, besi
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for the tests' scripted server and the sandbox's labels
-from sandboxes.docker import OWNER_PID  # noqa: E402
+from evolve.sandboxes.docker import OWNER_PID  # noqa: E402
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, prompt_text  # noqa: E402
 
 EVOLVE = ROOT / ".venv" / "bin" / "evolve"
@@ -408,8 +408,7 @@ def compiled() -> str:
     """evolve's own modules compiled to bytecode, as pip does when it installs a wheel (and
     did for OpenEvolve): an editable checkout is otherwise compiled afresh at every start
     where Python may not write bytecode (PYTHONDONTWRITEBYTECODE)."""
-    folders = [str(ROOT / name) for name in ("evolve", "evaluators", "sandboxes")]
-    command = [sys.executable, "-m", "compileall", "-q", *folders]
+    command = [sys.executable, "-m", "compileall", "-q", str(ROOT / "evolve")]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     return "evolve's modules compiled to bytecode first, as a wheel's install would"
 

@@ -121,17 +121,17 @@ def make_population(folder: Path, candidates: int, code: Path) -> None:
 def measure(store: Path, proposals: int) -> dict[str, Any]:
     """The prompts this checkout's code builds for `proposals` proposals on the run in
     `store`: sizes per proposal and per section. Runs in the child process."""
-    from evolve.briefing import Briefing
-    from evolve.budgets import Budgets
-    from evolve.candidate_cache import CandidateCache
+    from evolve.engine.budgets import Budgets
+    from evolve.engine.candidate_cache import CandidateCache
     from evolve.mutators.factory import prompt_context
     from evolve.mutators.prompt import build_prompt
-    from evolve.recent_attempts import RecentAttempts
+    from evolve.propose.briefing import Briefing
+    from evolve.propose.recent_attempts import RecentAttempts
     from evolve.search import make_strategy
     from evolve.search.novelty import NoveltyIndex
     from evolve.search.strategy import Scored
     from evolve.store import Store
-    from evolve.taskfile import parse_task
+    from evolve.task.loading import parse_task
 
     db = Store(f"sqlite:///{store}")
     run = db.get_run(RUN)

@@ -26,12 +26,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from evaluators.python import PythonEvaluator
-from evolve.program import Program
-from evolve.sandbox import Limits, Sandbox
-from sandboxes import DockerSandbox, ProcessSandbox, docker_available
-from sandboxes.images.derived import build_derived
-from sandboxes.isolation import UNISOLATED, detect
+from evolve.evaluators.python import PythonEvaluator
+from evolve.plugin.program import Program
+from evolve.plugin.sandbox import Limits, Sandbox
+from evolve.sandboxes import DockerSandbox, ProcessSandbox, docker_available
+from evolve.sandboxes.images.derived import build_derived
+from evolve.sandboxes.isolation import UNISOLATED, detect
 
 WARMUP = 5
 COLD_SAMPLES = 5

@@ -14,7 +14,7 @@ and the real NoveltyIndex are driven in-process. One run is N proposals; each pr
    an evaluation saved. The rejection is also sorted by whether its knob values equal its
    nearest neighbour's (the same behaviour: truly nothing lost) or not (a real change that
    the filter threw away);
-5. otherwise the landscape gives its metrics, evolve.scoring.score gives its score, and the
+5. otherwise the landscape gives its metrics, evolve.engine.scoring.score gives its score, and the
    strategy gets `Scored(...)`; migrations run as the engine runs them.
 
 The proposer, per proposal (shares of proposals):
@@ -93,13 +93,13 @@ from landscapes import (  # bench/landscapes.py, beside this script
 from machine import machine, say  # bench/machine.py, beside this script
 from matmul_table import measure_matmul  # beside this script
 
-from evolve.knobs import Knob, Value, find_knobs, set_knobs
+from evolve.engine.scoring import score
 from evolve.mutators.autotuner import mutate_value
-from evolve.program import Program
-from evolve.scoring import score
+from evolve.plugin.knobs import Knob, Value, find_knobs, set_knobs
+from evolve.plugin.program import Program
 from evolve.search import Pick, Scored, make_strategy
 from evolve.search.novelty import NoveltyIndex
-from evolve.task import SearchSpec
+from evolve.task.schema import SearchSpec
 
 STRATEGIES = ("islands", "map_elites", "pareto")
 NOVELTY = {"trap": 0.9, "needle": 0.9, "matmul_c": 1.0}

@@ -1,3 +1,3 @@
-from evolve.cli import main
+from evolve.cli.commands import main
 
 main()

@@ -8,7 +8,7 @@
 
 Nothing here exits the process or asks for input. A bad task file raises TaskFileError
 (file, line and field in its message); a run or check that cannot start, fails or is
-stopped raises evolve.ending.Ended, whose `exit_code` is the one the command would give
+stopped raises evolve.engine.ending.Ended, whose `exit_code` is the one the command would give
 (2 bad input, 1 failed, 130 stopped) and whose `message` says why. Progress goes to the
 terminal as plain lines, as `evolve run --plain` prints them.
 """
@@ -18,14 +18,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evolve.ending import Ended
-from evolve.runs import is_run_name
+from evolve.engine.ending import Ended
 from evolve.store import Store, StoreNotReadable
-from evolve.store_location import StoreNotFound, for_reading, for_writing
-from evolve.taskfile import LoadedTask, TaskFileError, load_task
+from evolve.store.location import StoreNotFound, for_reading, for_writing
+from evolve.store.run_names import is_run_name
+from evolve.task.loading import LoadedTask, TaskFileError, load_task
 
 if TYPE_CHECKING:  # Ray and the engine load only when a run starts
-    from evolve.launch import Finished
+    from evolve.engine.launch import Finished
 
 __all__ = [
     "Ended",
@@ -64,7 +64,7 @@ def run(
     the task's own) and return the finished run: its name, best candidate and folder.
     `db` is a store URL (default: results/evolve.db under `results`, else ./results),
     `sandbox` "docker" or "process" in place of the task's."""
-    from evolve import launch
+    from evolve.engine import launch
 
     if name is not None and not is_run_name(name):
         raise Ended(2, f"{name!r}: a run's name is letters, digits, '_', '.' and '-'")
@@ -89,7 +89,7 @@ def resume(
 ) -> Finished:
     """Continue `run_name` (default: the newest run this user started on this host) where
     it stopped: nothing finished is repeated."""
-    from evolve import launch
+    from evolve.engine import launch
 
     options = launch.RunOptions(workers, True, ray_address, sandbox, log_level.upper())
     folder = None if results is None else Path(results)
@@ -99,7 +99,7 @@ def resume(
 def check(task: str | Path | LoadedTask, *, sandbox: str | None = None) -> int:
     """Build, check and measure the seed once in the task's sandbox, printing its metrics
     and feedback: 0 when the seed passes, 2 when the task or its seed is broken."""
-    from evolve.seed_check import check_seed
+    from evolve.task.seed_check import check_seed
 
     loaded = task if isinstance(task, LoadedTask) else load(task)
     return check_seed(loaded, sandbox)

@@ -22,14 +22,14 @@ import ray
 import sqlalchemy
 from sqlalchemy.engine import make_url
 
-from evaluators.c_kernel import CKernelEvaluator
-from evolve import cluster
-from evolve.program import Program
-from evolve.results import EvalResult
-from evolve.sandbox import Sandbox
+from evolve.evaluators.c_kernel import CKernelEvaluator
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult
+from evolve.plugin.sandbox import Sandbox
+from evolve.runtime import cluster
+from evolve.sandboxes import DockerSandbox, ProcessSandbox, docker_available
+from evolve.sandboxes.isolation import detect
 from evolve.store import CandidateRecord, Store
-from sandboxes import DockerSandbox, ProcessSandbox, docker_available
-from sandboxes.isolation import detect
 from tests import lanes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,7 +97,7 @@ MATMUL_CONTRACT = (
 
 
 # Set before Ray starts, so every worker process holds it. Its name is not a secret's
-# (evolve/secrets.py withholds those from Ray), so it tests the sandbox's own wall: no host
+# (evolve/plugin/secrets.py withholds those from Ray), so it tests the sandbox's own wall: no host
 # variable at all reaches a candidate.
 CANARY_SECRET = "hunter2-evolve-canary-7f3a"
 

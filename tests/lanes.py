@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from sandboxes.isolation import detect
+from evolve.sandboxes.isolation import detect
 
 log = logging.getLogger("tests.lanes")
 

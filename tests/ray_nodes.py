@@ -56,9 +56,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from evolve.processes import PROC, ProcessId, kill, start_time
-from evolve.secrets import secret_names
-from sandboxes.images.build import image_tag
+from evolve.plugin.secrets import secret_names
+from evolve.runtime.processes import PROC, ProcessId, kill, start_time
+from evolve.sandboxes.images.build import image_tag
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = "evolve-rn-"

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from evolve.engine import Engine, Outcome
+from evolve.engine.loop import Engine, Outcome
 from evolve.executors.local import LocalExecutor
-from evolve.program import Program
+from evolve.plugin.program import Program
+from evolve.sandboxes.docker import docker_available
 from evolve.store import Store
-from evolve.taskfile import load_task, make_evaluator
-from sandboxes.docker import docker_available
+from evolve.task.loading import load_task, make_evaluator
 from tests.conftest import CANARY_SECRET as SECRET
 from tests.conftest import MATMUL_CONTRACT
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from evolve.engine import Engine
+from evolve.engine.loop import Engine
 from evolve.executors import Executor
 from evolve.executors.local import LocalExecutor
 from evolve.executors.on_ray import RayExecutor
@@ -20,7 +20,7 @@ from evolve.mutators.agent import Agent
 from evolve.mutators.agent_tools import AgentServices
 from evolve.mutators.factory import prompt_context
 from evolve.store import Store
-from evolve.taskfile import load_task, make_evaluator
+from evolve.task.loading import load_task, make_evaluator
 from tests.conftest import write_matmul_task
 from tests.fakes.llm_server import ScriptedLLMServer, ToolCall, prompt_text
 

@@ -1,6 +1,7 @@
 """The layering that docs/ARCHITECTURE.md describes, checked on the code itself: the core
-reaches sandboxes and evaluators only through its registries, and no two modules import
-each other, openly or from inside a function."""
+reaches sandboxes and evaluators only through the plugin registry, each layer imports only
+the layers beneath it, and no two modules import each other, openly or from inside a
+function."""
 
 from __future__ import annotations
 
@@ -10,23 +11,102 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("evolve", "sandboxes", "evaluators")
+PACKAGES = ("evolve",)
+PLUGINS = ("evolve.sandboxes", "evolve.evaluators")
+
+# What each part of evolve may import of evolve beyond itself (by its package under evolve/).
+# The core between `api` and the store (engine, propose, task, search, mutators, executors,
+# runtime, views, ui, report) leans on itself and on every layer beneath it.
+MAY_IMPORT = {
+    "plugin": set(),  # the toolkit plugins are written against: evolve's floor
+    "evaluators": {"plugin"},
+    "sandboxes": {"plugin"},
+    "llm": {"plugin"},
+    "store": {"plugin", "llm"},
+}
+ONLY_FROM = {  # a part, and the only parts that may import it
+    "cli": {"__main__"},  # the command line is the top: nothing of evolve's builds on it
+    "api": {"cli"},
+}
 
 
 def test_importing_every_core_module_loads_no_sandbox_or_evaluator() -> None:
-    probe = """
-import importlib, pkgutil, sys
-import evolve
-for found in pkgutil.walk_packages(evolve.__path__, "evolve."):
-    if ".migrations.versions." not in found.name and found.name != "evolve.__main__":
-        importlib.import_module(found.name)
-print(sorted(m for m in sys.modules if m.split(".")[0] in ("sandboxes", "evaluators")))
+    core = [
+        name for name in modules()
+        if not name.startswith(PLUGINS) and ".migrations." not in name
+        and name != "evolve.__main__"
+    ]  # fmt: skip
+    probe = f"""
+import importlib, sys
+for name in {core!r}:
+    importlib.import_module(name)
+print(sorted(m for m in sys.modules if m.startswith({PLUGINS!r})))
 """
     shown = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.strip() == "[]"
+
+
+def part(module: str) -> str:
+    """The part of evolve a module belongs to: its package under evolve/, or its own name
+    for a module at the top (`api`, `__main__`)."""
+    return module.split(".")[1] if "." in module else "evolve"
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Each import (module -> what it imports) that crosses the layers the wrong way."""
+    found = []
+    for module, targets in graph.items():
+        mine = part(module)
+        for target in targets:
+            theirs = part(target)
+            if theirs in (mine, "evolve"):
+                continue
+            if mine in MAY_IMPORT and theirs not in MAY_IMPORT[mine]:
+                found.append(f"{module} -> {target}: {mine} may import only {MAY_IMPORT[mine]}")
+            elif theirs in ONLY_FROM and mine not in ONLY_FROM[theirs]:
+                found.append(f"{module} -> {target}: only {ONLY_FROM[theirs]} may import {theirs}")
+    return sorted(found)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every module and what it imports of evolve, at its top or inside a function."""
+    known = modules()
+    graph = {}
+    for name, path in known.items():
+        top, late = imports(path, name, known)
+        graph[name] = top | late
+    return graph
+
+
+def test_each_layer_imports_only_the_layers_beneath_it() -> None:
+    assert layer_violations(import_graph()) == []
+
+
+def test_the_layer_check_finds_a_planted_violation() -> None:
+    """A plugin module that reached into the engine, an evaluator into a sandbox backend,
+    and the store into the command line are each named."""
+    graph = import_graph()
+    graph["evolve.plugin.results"].add("evolve.engine.loop")
+    graph["evolve.evaluators.synthetic"].add("evolve.sandboxes.process")
+    graph["evolve.store.schema"].add("evolve.cli.commands")
+    planted = layer_violations(graph)
+    assert [line.split(":")[0] for line in planted] == [
+        "evolve.evaluators.synthetic -> evolve.sandboxes.process",
+        "evolve.plugin.results -> evolve.engine.loop",
+        "evolve.store.schema -> evolve.cli.commands",
+    ]
+
+
+def test_the_package_root_holds_only_the_entry_points() -> None:
+    """Every module lives in the package of its concept; each package says what it holds."""
+    root = sorted(p.name for p in (ROOT / "evolve").glob("*.py"))
+    assert root == ["__init__.py", "__main__.py", "api.py"]
+    for init in (ROOT / "evolve").glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and len(doc.split()) >= 12, f"{init.relative_to(ROOT)} says nothing of itself"
 
 
 def modules() -> dict[str, Path]:

@@ -7,10 +7,10 @@ from statistics import median
 
 import pytest
 
-from evolve.knobs import KINDS, Knob, Value, find_knobs, set_knobs
 from evolve.mutators import Autotuner, MutationError, MutationRequest, Parent, autotuner
 from evolve.mutators.autotuner import mutate_value
-from evolve.program import Program
+from evolve.plugin.knobs import KINDS, Knob, Value, find_knobs, set_knobs
+from evolve.plugin.program import Program
 
 TASK_REFERENCE = Path(__file__).parents[1] / "docs" / "task-reference.md"
 

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from evolve.autotuner_draws import DRAWS, draw_new
-from evolve.budgets import MAX_FRUITLESS
-from evolve.engine import Engine
+from evolve.engine.budgets import MAX_FRUITLESS
+from evolve.engine.loop import Engine
 from evolve.executors.local import LocalExecutor
 from evolve.llm.hooks import CallHooks
 from evolve.mutators import Autotuner, MutationRequest, Parent, Proposal
-from evolve.program import Program
-from evolve.proposal_making import make_proposal
-from evolve.secrets import Keys
+from evolve.plugin.program import Program
+from evolve.plugin.secrets import Keys
+from evolve.propose.autotuner_draws import DRAWS, draw_new
+from evolve.propose.making import make_proposal
 from evolve.store import Store
-from evolve.taskfile import load_task, make_evaluator
+from evolve.task.loading import load_task, make_evaluator
 
 # One knob with three values: from 1 the autotuner can only reach 0 or 2.
 THREE_VALUES = """\

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from evolve import orphans
-from evolve.engine import Engine
+from evolve.engine.loop import Engine
 from evolve.executors.local import LocalExecutor
+from evolve.runtime import orphans
 from evolve.search.bandit import ArmStats, CostAwareBandit, improvement_reward
 from evolve.store import Store
-from evolve.taskfile import load_task, make_evaluator
+from evolve.task.loading import load_task, make_evaluator
 from tests.conftest import EVOLVE, write_synthetic_task
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, prompt_text
 from tests.helpers.cli import evolve, kill_group

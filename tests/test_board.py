@@ -13,9 +13,9 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from evolve.events import Event, Snapshot
-from evolve.program import Program
-from evolve.results import EvalResult, StageResult
+from evolve.engine.events import Event, Snapshot
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult, StageResult
 from evolve.store import Store, default_url
 from evolve.ui import dashboard
 from evolve.ui.budget_lines import BAR_MIN, packed
@@ -148,7 +148,7 @@ def test_a_budget_phrase_is_never_split_and_a_narrow_bar_goes_whole() -> None:
 
 
 def test_the_plain_log_names_the_best_in_the_objectives_terms(store: Store) -> None:
-    from evolve.figures import RunFigures
+    from evolve.views.figures import RunFigures
 
     run = store.get_run(RUN)
     assert run is not None

@@ -8,17 +8,17 @@ import random
 from pathlib import Path
 from typing import Any
 
-from evolve.briefing import Briefing
-from evolve.budgets import Budgets
-from evolve.candidate_cache import CandidateCache
+from evolve.engine.budgets import Budgets
+from evolve.engine.candidate_cache import CandidateCache
 from evolve.mutators.prompt import PromptContext, build_prompt
-from evolve.program import Program
-from evolve.recent_attempts import RecentAttempts
-from evolve.results import EvalResult
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult
+from evolve.propose.briefing import Briefing
+from evolve.propose.recent_attempts import RecentAttempts
 from evolve.search.novelty import NoveltyIndex
 from evolve.search.strategy import IslandStrategy, Pick, Scored
 from evolve.store import CandidateRecord, Store, default_url
-from evolve.taskfile import load_task
+from evolve.task.loading import load_task
 from tests.conftest import store_record, write_matmul_task
 
 RUN = "brief"

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from evolve.engine import Engine
+from evolve.engine.loop import Engine
 from evolve.executors.local import LocalExecutor
 from evolve.llm.records import LLMCall
 from evolve.llm.reservations import Book
 from evolve.store import Store
-from evolve.taskfile import load_task, make_evaluator
+from evolve.task.loading import load_task, make_evaluator
 from tests.fakes.llm_server import ScriptedLLMServer
 from tests.helpers.llm_runs import (
     MAX_TOKENS,

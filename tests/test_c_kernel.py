@@ -15,12 +15,12 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from evaluators.c_kernel import CKernelEvaluator
-from evaluators.c_kernel.measure import summarise
-from evaluators.c_kernel.oracle import CHECK
-from evolve.program import Program
-from evolve.task import TaskSpec
-from sandboxes import ProcessSandbox
+from evolve.evaluators.c_kernel import CKernelEvaluator
+from evolve.evaluators.c_kernel.measure import summarise
+from evolve.evaluators.c_kernel.oracle import CHECK
+from evolve.plugin.program import Program
+from evolve.sandboxes import ProcessSandbox
+from evolve.task.schema import TaskSpec
 
 TASK_DIR = Path(__file__).resolve().parent.parent / "tasks" / "matmul_c"
 

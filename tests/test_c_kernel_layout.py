@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from evaluators.c_kernel import CKernelEvaluator, layout, region
-from evolve.taskpaths import TaskPathError
-from sandboxes import ProcessSandbox
+from evolve.evaluators.c_kernel import CKernelEvaluator, layout, region
+from evolve.plugin.taskpaths import TaskPathError
+from evolve.sandboxes import ProcessSandbox
 from tests.conftest import c_kernel_task, draft_kernel
 
 

@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evaluators.c_kernel import CKernelEvaluator
-from evaluators.c_kernel.build import PLAIN, CompileFailed, Variant, build
-from evaluators.c_kernel.check import check
-from evaluators.c_kernel.harness_gen import Harness
-from evaluators.c_kernel.oracle import CHECK
-from evolve.knobs import find_knobs, set_knobs
-from evolve.program import Program
-from evolve.stages import Runner
-from evolve.task import TaskSpec
-from sandboxes import ProcessSandbox
+from evolve.evaluators.c_kernel import CKernelEvaluator
+from evolve.evaluators.c_kernel.build import PLAIN, CompileFailed, Variant, build
+from evolve.evaluators.c_kernel.check import check
+from evolve.evaluators.c_kernel.harness_gen import Harness
+from evolve.evaluators.c_kernel.oracle import CHECK
+from evolve.plugin.knobs import find_knobs, set_knobs
+from evolve.plugin.program import Program
+from evolve.plugin.stages import Runner
+from evolve.sandboxes import ProcessSandbox
+from evolve.task.schema import TaskSpec
 
 TASK_DIR = Path(__file__).resolve().parent.parent / "tasks" / "matmul_c"
 ADDRESS = Variant(flags=("-fsanitize=address", "-fno-sanitize-recover=all"))

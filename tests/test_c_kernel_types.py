@@ -13,12 +13,12 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from evaluators.c_kernel import metrics
-from evaluators.c_kernel.params import CKernelParams
-from evolve.taskfile import load_task
-from evolve.taskpaths import TaskPathError
-from evolve.taskproblems import TaskFileError
-from sandboxes import ProcessSandbox
+from evolve.evaluators.c_kernel import metrics
+from evolve.evaluators.c_kernel.params import CKernelParams
+from evolve.plugin.taskpaths import TaskPathError
+from evolve.sandboxes import ProcessSandbox
+from evolve.task.loading import load_task
+from evolve.task.problems import TaskFileError
 from tests.conftest import c_kernel_task, draft_kernel
 
 HISTOGRAM_REFERENCE = """

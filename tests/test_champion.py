@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from evaluators.synthetic import SUSPECT_DISTANCE
-from evolve import champion
-from evolve.champion import Referee, agree, is_flagged
-from evolve.engine import Engine
+from evolve.engine import champion
+from evolve.engine.champion import Referee, agree, is_flagged
+from evolve.engine.loop import Engine
+from evolve.evaluators.synthetic import SUSPECT_DISTANCE
 from evolve.executors.local import LocalExecutor
-from evolve.program import Program
-from evolve.results import EvalResult
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult
 from evolve.store import CandidateRecord, Store, default_url
-from evolve.task import ChampionSpec
-from evolve.taskfile import load_task, make_evaluator
+from evolve.task.loading import load_task, make_evaluator
+from evolve.task.schema import ChampionSpec
 from evolve.ui.tables import candidate_view, leaderboard
 from tests.conftest import store_record, write_synthetic_task
 from tests.helpers.engine_runs import Recorder, run_engine

@@ -26,7 +26,7 @@ from evolve.llm.circuit import (
 from evolve.llm.client import LLMClient
 from evolve.llm.hooks import CallHooks, hooked
 from evolve.llm.records import LLMCall
-from evolve.service_host import ServicePlan
+from evolve.propose.service_host import ServicePlan
 from tests.fakes.llm_server import Fail, Reply, ScriptedLLMServer
 
 

@@ -22,10 +22,10 @@ from pathlib import Path
 import docker
 import pytest
 
-from evolve.processes import ProcessId, start_time
+from evolve.runtime.processes import ProcessId, start_time
+from evolve.sandboxes import docker_available
+from evolve.sandboxes.docker import LABEL, OWNER_PID
 from evolve.store import Store
-from sandboxes import docker_available
-from sandboxes.docker import LABEL, OWNER_PID
 from tests.conftest import SYNTHETIC_SEED, descendants, write_synthetic_task
 
 pytestmark = pytest.mark.system
@@ -34,8 +34,8 @@ EVOLVE = [sys.executable, "-m", "evolve"]
 MARKER = f"7{os.getpid() % 1000:03d}.25"  # how long a candidate sleeps: unique to this test run
 PLUGIN = f'''"""Candidates that sleep in the sandbox, two processes deep, until they are killed."""
 
-from evolve.evaluator import Evaluator
-from evolve.results import EvalResult
+from evolve.plugin.evaluator import Evaluator
+from evolve.plugin.results import EvalResult
 
 
 class Sleeper(Evaluator):
@@ -217,7 +217,7 @@ def test_the_next_run_cleans_up_when_the_guardian_died_too(tmp_path: Path, execu
     try:
         run = _evaluating(driver, tmp_path)
         worker = _worker(run, executor)
-        (guardian,) = [p for p in run if b"evolve.guardian" in _cmdline(p)]
+        (guardian,) = [p for p in run if b"evolve.runtime.guardian" in _cmdline(p)]
         os.kill(worker.pid, signal.SIGSTOP)
         os.kill(guardian.pid, signal.SIGKILL)  # as a machine-wide kill would
         driver.send_signal(signal.SIGKILL)
@@ -254,7 +254,7 @@ def test_sigterm_stops_the_run_and_removes_its_containers_before_exit(
     assert "stopped. Continue with: evolve run --resume sleepy" in log
     assert _status(tmp_path) == "stopped"
     assert not containers, "a sandbox container outlived the driver"
-    assert not [p for p in left if b"evolve.guardian" not in _cmdline(p)], left
+    assert not [p for p in left if b"evolve.runtime.guardian" not in _cmdline(p)], left
 
 
 def _cmdline(process: ProcessId) -> bytes:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from evolve.sandboxes.docker import docker_available
 from evolve.store import Store
-from sandboxes.docker import docker_available
 from tests.conftest import EVOLVE, postgres_schema, write_synthetic_task
 from tests.helpers.cli import evolve, kill_group
 

@@ -22,9 +22,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from evolve.pool import START_DEADLINE_S
+from evolve.engine.pool import START_DEADLINE_S
+from evolve.sandboxes.docker import docker_available
 from evolve.store import EvaluationRecord, Store
-from sandboxes.docker import docker_available
 from tests.conftest import EVOLVE, wait_for_driver, write_synthetic_task
 from tests.helpers.stores import raw_engine
 from tests.ray_nodes import RayNodes

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from evaluators.code_layout import CodeLayoutEvaluator, perfstat
-from evaluators.code_layout.callgrind import parse
-from evaluators.code_layout.candidate import ask_candidate, check_order
-from evaluators.code_layout.jobs import plan_for, run_driver
-from evolve.program import Program
-from evolve.sandbox import Limits
-from evolve.stages import Runner, StageFailed
-from sandboxes import ProcessSandbox
+from evolve.evaluators.code_layout import CodeLayoutEvaluator, perfstat
+from evolve.evaluators.code_layout.callgrind import parse
+from evolve.evaluators.code_layout.candidate import ask_candidate, check_order
+from evolve.evaluators.code_layout.jobs import plan_for, run_driver
+from evolve.plugin.program import Program
+from evolve.plugin.sandbox import Limits
+from evolve.plugin.stages import Runner, StageFailed
+from evolve.sandboxes import ProcessSandbox
 
 TASK_DIR = Path(__file__).resolve().parent.parent / "tasks" / "code_layout_lua"
 TOOLS = ("clang-19", "ld.lld-19", "valgrind", "llvm-objdump-19")

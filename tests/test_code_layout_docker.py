@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.code_layout import CodeLayoutEvaluator
-from evolve.program import Program
-from evolve.sandbox import Limits
-from sandboxes import DockerSandbox, docker_available
+from evolve.evaluators.code_layout import CodeLayoutEvaluator
+from evolve.plugin.program import Program
+from evolve.plugin.sandbox import Limits
+from evolve.sandboxes import DockerSandbox, docker_available
 
 TASK_DIR = Path(__file__).resolve().parent.parent / "tasks" / "code_layout_lua"
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from evolve.sandbox import Limits, Sandbox
-from sandboxes import DockerSandbox
+from evolve.plugin.sandbox import Limits, Sandbox
+from evolve.sandboxes import DockerSandbox
 from tests.conftest import open_backend, unique_sleep
 
 GONE_WITHIN_S = 5.0

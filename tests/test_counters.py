@@ -15,17 +15,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from evaluators.c_kernel import CKernelEvaluator, counter_sizes
-from evaluators.c_kernel.counter_budget import CounterBudget
-from evaluators.c_kernel.counters import describe
-from evaluators.c_kernel.params import CKernelParams
-from evolve.program import Program
-from evolve.results import Counter, EvalResult, StageResult
-from evolve.sandbox import Limits, RunResult
-from evolve.stages import Runner
-from evolve.task import TaskSpec
-from evolve.taskfile import TaskFileError, load_task
-from sandboxes.counters import (
+from evolve.evaluators.c_kernel import CKernelEvaluator, counter_sizes
+from evolve.evaluators.c_kernel.counter_budget import CounterBudget
+from evolve.evaluators.c_kernel.counters import describe
+from evolve.evaluators.c_kernel.params import CKernelParams
+from evolve.plugin.counters import (
     CACHEGRIND,
     NONE,
     PERF,
@@ -36,7 +30,13 @@ from sandboxes.counters import (
     parse_perf_csv,
     perf_saw_a_signal,
 )
-from sandboxes.process import ProcessSandbox
+from evolve.plugin.program import Program
+from evolve.plugin.results import Counter, EvalResult, StageResult
+from evolve.plugin.sandbox import Limits, RunResult
+from evolve.plugin.stages import Runner
+from evolve.sandboxes.process import ProcessSandbox
+from evolve.task.loading import TaskFileError, load_task
+from evolve.task.schema import TaskSpec
 
 TASK_DIR = Path(__file__).resolve().parent.parent / "tasks" / "matmul_c"
 LIMITS = Limits(timeout_s=60)

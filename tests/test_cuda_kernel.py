@@ -18,15 +18,15 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from evaluators.cuda_kernel import CudaKernelEvaluator
-from evaluators.cuda_kernel.build import compile_candidate, vet_object
-from evaluators.cuda_kernel.problem import Round
-from evaluators.cuda_kernel.rules import check_source, check_symbols, foreign_definitions
-from evaluators.cuda_kernel.toolchain import ToolchainMissing
-from evolve.program import Program
-from evolve.stages import Runner, StageFailed
-from evolve.task import TaskSpec
-from sandboxes.process import ProcessSandbox
+from evolve.evaluators.cuda_kernel import CudaKernelEvaluator
+from evolve.evaluators.cuda_kernel.build import compile_candidate, vet_object
+from evolve.evaluators.cuda_kernel.problem import Round
+from evolve.evaluators.cuda_kernel.rules import check_source, check_symbols, foreign_definitions
+from evolve.evaluators.cuda_kernel.toolchain import ToolchainMissing
+from evolve.plugin.program import Program
+from evolve.plugin.stages import Runner, StageFailed
+from evolve.sandboxes.process import ProcessSandbox
+from evolve.task.schema import TaskSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ("cuda_softmax", "cuda_layernorm", "cuda_matmul", "cuda_gelu")

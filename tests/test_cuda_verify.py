@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluators.cuda_kernel import clocks, counters, timing
-from evaluators.cuda_kernel.problem import Problem, Round
-from evaluators.cuda_kernel.report import summarise
-from evaluators.cuda_kernel.tensors import encode
-from evaluators.cuda_kernel.toolchain import parse_resource_usage
-from evaluators.cuda_kernel.verify import GUARD_ELEMS, Tolerance, judge
-from evolve.results import EvalResult
-from evolve.stages import StageFailed
+from evolve.evaluators.cuda_kernel import clocks, counters, timing
+from evolve.evaluators.cuda_kernel.problem import Problem, Round
+from evolve.evaluators.cuda_kernel.report import summarise
+from evolve.evaluators.cuda_kernel.tensors import encode
+from evolve.evaluators.cuda_kernel.toolchain import parse_resource_usage
+from evolve.evaluators.cuda_kernel.verify import GUARD_ELEMS, Tolerance, judge
+from evolve.plugin.results import EvalResult
+from evolve.plugin.stages import StageFailed
 
 SOFTMAX = Path(__file__).resolve().parent.parent / "tasks" / "cuda_softmax" / "reference.py"
 FP32 = Tolerance.for_dtype(np.float32, None, 1e-6, None)  # as tasks/cuda_softmax sets it

@@ -16,8 +16,8 @@ from sqlalchemy import JSON, Column, Integer, MetaData, String, Table, bindparam
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, StatementError
 
-from evolve.program import Program
-from evolve.results import EvalResult, StageResult
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult, StageResult
 from evolve.store import Opening, Settlement, Store, cursor_statements, default_url
 from evolve.store.cursor_statements import execute_many, execute_one, prepare
 from evolve.store.schema import Base

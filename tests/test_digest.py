@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evolve.digest import run_digest
 from evolve.mutators.base import Parent
 from evolve.mutators.prompt import PromptContext, build_prompt
-from evolve.program import Program
-from evolve.results import EvalResult, StageResult
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult, StageResult
+from evolve.propose.digest import run_digest
 from evolve.store import Store, default_url
 from tests.conftest import store_record
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import docker
 import pytest
 
-from evolve.sandbox import Limits, RunResult, SandboxUnavailable, open_sandbox
-from sandboxes import DockerSandbox, docker_available
-from sandboxes.docker import LABEL, OWNER_HOST, OWNER_PID, reap_stale
+from evolve.plugin.sandbox import Limits, RunResult, SandboxUnavailable, open_sandbox
+from evolve.sandboxes import DockerSandbox, docker_available
+from evolve.sandboxes.docker import LABEL, OWNER_HOST, OWNER_PID, reap_stale
 
 AVAILABLE, WHY = docker_available()
 pytestmark = [

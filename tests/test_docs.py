@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from evolve.task import Budget, ChampionSpec, LLMSpec, SandboxSpec, SearchSpec, TaskSpec
+from evolve.task.schema import Budget, ChampionSpec, LLMSpec, SandboxSpec, SearchSpec, TaskSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from evolve.knobs import find_knobs
 from evolve.mutators.edits import EditError, apply_diff, apply_rewrite, parse_diff
-from evolve.program import Program
+from evolve.plugin.knobs import find_knobs
+from evolve.plugin.program import Program
 
 SEED = Path(__file__).parent.parent / "tasks" / "matmul_c" / "seed.c"
 

@@ -12,18 +12,18 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event
 
-from evaluators.synthetic import SyntheticEvaluator
-from evolve import outage
-from evolve.champion import is_flagged
-from evolve.engine import Engine
+from evolve.engine import outage
+from evolve.engine.champion import is_flagged
+from evolve.engine.loop import Engine
+from evolve.evaluators.synthetic import SyntheticEvaluator
 from evolve.executors import Executor
 from evolve.executors.local import LocalExecutor
 from evolve.executors.on_ray import RayExecutor
-from evolve.program import Program
-from evolve.results import EvalResult
-from evolve.sandbox import Sandbox, SandboxUnavailable
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult
+from evolve.plugin.sandbox import Sandbox, SandboxUnavailable
 from evolve.store import Store
-from evolve.taskfile import load_task, make_evaluator
+from evolve.task.loading import load_task, make_evaluator
 from tests.conftest import write_synthetic_task
 from tests.helpers.engine_runs import Recorder, run_engine
 
@@ -165,7 +165,7 @@ def test_an_unavailable_sandbox_delays_jobs_but_loses_and_records_nothing(
 def test_a_resumed_run_picks_its_parents_without_reading_them_one_by_one(
     tmp_path: Path,
 ) -> None:
-    """Its best candidates are read together as it resumes (evolve/candidate_cache.py):
+    """Its best candidates are read together as it resumes (evolve/engine/candidate_cache.py):
     the parents it picks among them cost no read of their own in the loop."""
     run_engine(tmp_path, write_synthetic_task(tmp_path / "first", candidates=40))[1].close()
     store = Store(f"sqlite:///{tmp_path / 'evolve.db'}")

@@ -6,11 +6,20 @@ from __future__ import annotations
 
 import pytest
 
-from evolve.failure_line import event_line, exception_line, headline, what_failed
-from evolve.limits import CPU, FILE_SIZE, MEMORY, PROCESSES, TASK_KEYS, TIME, limit_said, sign_in
-from evolve.results import EvalResult, StageResult
-from evolve.sandbox import Limits
-from evolve.task import SandboxSpec
+from evolve.plugin.failure_line import event_line, exception_line, headline, what_failed
+from evolve.plugin.limits import (
+    CPU,
+    FILE_SIZE,
+    MEMORY,
+    PROCESSES,
+    TASK_KEYS,
+    TIME,
+    limit_said,
+    sign_in,
+)
+from evolve.plugin.results import EvalResult, StageResult
+from evolve.plugin.sandbox import Limits
+from evolve.task.schema import SandboxSpec
 
 BUILD_NOTE = "code_bytes 485: the executable sections of the candidate's object"
 TIMED_OUT = (

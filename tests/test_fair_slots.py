@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from evolve.fair_slots import FairSlots, SlotsClosed
+from evolve.engine.fair_slots import FairSlots, SlotsClosed
 
 
 def _wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from evolve.launch import RunOptions
+from evolve.engine.launch import RunOptions
 from evolve.store import Store
-from evolve.stored_task import task_info
-from evolve.taskfile import load_task
+from evolve.task.loading import load_task
+from evolve.task.stored import task_info
 from tests.conftest import ROOT, write_synthetic_task
 
 EVOLVE = [sys.executable, "-m", "evolve"]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evolve import hardware, peaks
-from evolve.peaks import cpu_peak
+from evolve.plugin import hardware, peaks
+from evolve.plugin.peaks import cpu_peak
 
 USABLE = len(os.sched_getaffinity(0))
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluators.c_kernel import CKernelEvaluator
-from evaluators.c_kernel.flags import disallowed
-from evolve.knobs import find_knobs, set_knobs
-from evolve.program import Program
-from evolve.taskfile import LoadedTask, load_task
-from sandboxes import ProcessSandbox
+from evolve.evaluators.c_kernel import CKernelEvaluator
+from evolve.evaluators.c_kernel.flags import disallowed
+from evolve.plugin.knobs import find_knobs, set_knobs
+from evolve.plugin.program import Program
+from evolve.sandboxes import ProcessSandbox
+from evolve.task.loading import LoadedTask, load_task
 
 TASK_FILE = Path(__file__).resolve().parent.parent / "tasks" / "histogram_c" / "task.yaml"
 SMALL = {"n": 50_021}  # no multiple of any table count: the tail loop runs

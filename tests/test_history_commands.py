@@ -22,14 +22,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from evolve import run_states
-from evolve.cli import main
-from evolve.lease import LEASE_S, holder
+from evolve.cli.commands import main
 from evolve.llm import LLMCall
-from evolve.program import Program
-from evolve.results import Counter, EvalResult, StageResult
+from evolve.plugin.program import Program
+from evolve.plugin.results import Counter, EvalResult, StageResult
+from evolve.runtime.lease import LEASE_S, holder
 from evolve.store import RunRecord, Settlement, Store
 from evolve.ui import watch
+from evolve.views import run_states
 from tests.conftest import postgres_schema, store_record
 
 DONE, DEAD, LIVE = "done-run", "dead-run", "live-run"

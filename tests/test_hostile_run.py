@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evolve.knobs import find_knobs
+from evolve.plugin.knobs import find_knobs
 from evolve.store import Store
 from tests.conftest import MATMUL_CONTRACT
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from evolve.scaffold import starters
+from evolve.cli.scaffold import starters
 from evolve.store import Store
-from evolve.taskfile import load_task
+from evolve.task.loading import load_task
 
 pytestmark = pytest.mark.system
 

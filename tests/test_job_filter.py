@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from evolve.sandbox import Limits
-from sandboxes.supervise import NATIVE_ABI, supervise
+from evolve.plugin.sandbox import Limits
+from evolve.sandboxes.supervise import NATIVE_ABI, supervise
 
 pytestmark = pytest.mark.skipif(NATIVE_ABI is None, reason="a machine the filter does not know")
 

@@ -1,7 +1,7 @@
 import pytest
 
-from evolve.knobs import find_knobs, set_knobs
-from evolve.program import Program, ProgramError
+from evolve.plugin.knobs import find_knobs, set_knobs
+from evolve.plugin.program import Program, ProgramError
 
 SOURCE = """int head;
 // EVOLVE-BLOCK-START

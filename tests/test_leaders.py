@@ -11,10 +11,10 @@ from pathlib import Path
 from rich.console import Console
 from sqlalchemy import event
 
-from evolve.events import Snapshot
-from evolve.leaders import Leaders
-from evolve.program import Program
-from evolve.results import EvalResult, StageResult
+from evolve.engine.events import Snapshot
+from evolve.engine.leaders import Leaders
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult, StageResult
 from evolve.store import Store, default_url
 from evolve.ui import dashboard
 from evolve.ui.dashboard import Dashboard

@@ -1,4 +1,4 @@
-"""A local Ray instance runs only what a run talks to (evolve/lean_ray.py)."""
+"""A local Ray instance runs only what a run talks to (evolve/runtime/lean_ray.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import ray
 from ray._private import ray_constants, services
 from ray._private.node import Node
 
-from evolve import cluster, lean_ray
-from evolve.lean_ray import (
+from evolve.runtime import cluster, lean_ray
+from evolve.runtime.lean_ray import (
     STAND_IN,
     lean_start,
     left_out,
@@ -41,7 +41,7 @@ def descendants_commands(root: int) -> list[str]:
 @pytest.mark.usefixtures("ray_session")
 def test_a_local_instance_keeps_no_task_events() -> None:
     """Nothing reads them without a dashboard, and the GCS kept every task's, growing
-    through a run (evolve/cluster.py). Ray's processes report them once a second."""
+    through a run (evolve/runtime/cluster.py). Ray's processes report them once a second."""
     from ray._private.state import state
 
     @ray.remote(num_cpus=0)

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from evolve import lease
-from evolve.engine import Engine
+from evolve.engine.loop import Engine
 from evolve.executors.local import LocalExecutor
-from evolve.lease import RunTakenOver
-from evolve.program import Program
-from evolve.results import EvalResult
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult
+from evolve.runtime import lease
+from evolve.runtime.lease import RunTakenOver
 from evolve.store import Store
-from evolve.taskfile import load_task, make_evaluator
+from evolve.task.loading import load_task, make_evaluator
 from tests.conftest import EVOLVE, postgres_schema, wait_for_driver, write_synthetic_task
 
 OTHER_DRIVER = {"host": "elsewhere", "pid": 1, "started": 1.0, "user": "someone"}

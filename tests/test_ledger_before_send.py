@@ -20,7 +20,7 @@ from alembic import command
 from alembic.config import Config
 
 from evolve.llm import LLMCall
-from evolve.program import Program
+from evolve.plugin.program import Program
 from evolve.store import Store, default_url
 from evolve.store.upgrade import MIGRATIONS
 from tests.conftest import SYNTHETIC_SEED, postgres_schema

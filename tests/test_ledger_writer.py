@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from evolve.ledger_writer import LedgerWriter
 from evolve.llm import LLMCall
 from evolve.llm.hooks import CallHooks, report_call
 from evolve.mutators import MutationError, MutationRequest, Parent, Proposal
-from evolve.program import Program
-from evolve.proposal_making import make_proposal
-from evolve.secrets import Keys
-from evolve.service_host import ServicePlan
+from evolve.plugin.program import Program
+from evolve.plugin.secrets import Keys
+from evolve.propose.ledger_writer import LedgerWriter
+from evolve.propose.making import make_proposal
+from evolve.propose.service_host import ServicePlan
 from evolve.store import Store
 from tests.conftest import SYNTHETIC_SEED
 

@@ -16,13 +16,13 @@ import pytest
 from click.testing import CliRunner, Result
 from sqlalchemy import Engine, create_engine, event, insert
 
-from evolve.cli import main
-from evolve.lineage_tree import lineage_tree
+from evolve.cli.commands import main
 from evolve.llm import LLMCall
-from evolve.program import Program
-from evolve.results import EvalResult, StageResult
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult, StageResult
 from evolve.store import Settlement, Store
 from evolve.store.schema import Candidate
+from evolve.views.lineage_tree import lineage_tree
 from tests.conftest import postgres_schema, store_record
 
 RUN = "sorter"
@@ -48,7 +48,7 @@ def measured(store: Store, candidate_id: int, runtime_s: float) -> None:
         store_record(store, candidate_id),
         result,
         kind="evaluate",
-        score=-runtime_s,  # evolve/scoring.py's score of a minimized objective
+        score=-runtime_s,  # evolve/engine/scoring.py's score of a minimized objective
         input_seed=1,
         worker="worker-0",
         started_at=time.time(),

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from evolve.clipping import middle_truncate
 from evolve.llm import BUILTIN_PRICES, LLMCall, ModelConfig, Price, cost, parse_model
 from evolve.llm.client import Completion, LLMClient
 from evolve.llm.config import ModelSpecError
 from evolve.llm.conversation import Tool
-from evolve.taskfile import load_task
+from evolve.plugin.clipping import middle_truncate
+from evolve.task.loading import load_task
 from tests.conftest import write_synthetic_task
 from tests.fakes.llm_server import (
     Empty,

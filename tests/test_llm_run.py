@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 
-from evolve.engine import Engine
+from evolve.engine.loop import Engine
 from evolve.executors import Executor
 from evolve.executors.local import LocalExecutor
 from evolve.executors.on_ray import RayExecutor
 from evolve.store import Store
-from evolve.taskfile import load_task, make_evaluator
+from evolve.task.loading import load_task, make_evaluator
 from tests.conftest import write_matmul_task
 from tests.fakes.llm_server import Empty, Fail, Reply, ScriptedLLMServer, prompt_text
 from tests.helpers.engine_runs import Recorder

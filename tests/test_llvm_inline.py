@@ -15,16 +15,16 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from evaluators.llvm_inline import LLVMInlineEvaluator
-from evaluators.llvm_inline.jobs import Compiled, manifest, run_driver
-from evaluators.llvm_inline.params import LLVMInlineParams
-from evaluators.llvm_inline.scoring import compare_guards
-from evaluators.llvm_inline.units import Unit
-from evolve.program import Program
-from evolve.sandbox import Limits
-from evolve.stages import Runner, StageFailed
-from evolve.task import TaskSpec
-from sandboxes import ProcessSandbox
+from evolve.evaluators.llvm_inline import LLVMInlineEvaluator
+from evolve.evaluators.llvm_inline.jobs import Compiled, manifest, run_driver
+from evolve.evaluators.llvm_inline.params import LLVMInlineParams
+from evolve.evaluators.llvm_inline.scoring import compare_guards
+from evolve.evaluators.llvm_inline.units import Unit
+from evolve.plugin.program import Program
+from evolve.plugin.sandbox import Limits
+from evolve.plugin.stages import Runner, StageFailed
+from evolve.sandboxes import ProcessSandbox
+from evolve.task.schema import TaskSpec
 
 TASK_DIR = Path(__file__).resolve().parent.parent / "tasks" / "llvm_inline_size"
 

@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evaluators.llvm_inline import LLVMInlineEvaluator
-from evaluators.llvm_inline.jobs import manifest, run_driver
-from evaluators.llvm_inline.params import LLVMInlineParams
-from evaluators.llvm_inline.plugin import PLUGIN, build_advisor, build_plugin
-from evaluators.llvm_inline.units import Unit
-from evolve.knobs import find_knobs, set_knobs
-from evolve.program import Program
-from evolve.sandbox import Limits
-from evolve.stages import Runner, StageFailed
-from evolve.task import TaskSpec
-from sandboxes import ProcessSandbox
+from evolve.evaluators.llvm_inline import LLVMInlineEvaluator
+from evolve.evaluators.llvm_inline.jobs import manifest, run_driver
+from evolve.evaluators.llvm_inline.params import LLVMInlineParams
+from evolve.evaluators.llvm_inline.plugin import PLUGIN, build_advisor, build_plugin
+from evolve.evaluators.llvm_inline.units import Unit
+from evolve.plugin.knobs import find_knobs, set_knobs
+from evolve.plugin.program import Program
+from evolve.plugin.sandbox import Limits
+from evolve.plugin.stages import Runner, StageFailed
+from evolve.sandboxes import ProcessSandbox
+from evolve.task.schema import TaskSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 CPP_TASK = ROOT / "tasks" / "llvm_inline_size_cpp"

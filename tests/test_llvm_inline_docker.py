@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.llvm_inline import LLVMInlineEvaluator
-from evolve.program import Program
-from evolve.sandbox import Limits
-from sandboxes import DockerSandbox, docker_available
+from evolve.evaluators.llvm_inline import LLVMInlineEvaluator
+from evolve.plugin.program import Program
+from evolve.plugin.sandbox import Limits
+from evolve.sandboxes import DockerSandbox, docker_available
 
 TASK_DIR = Path(__file__).resolve().parent.parent / "tasks" / "llvm_inline_size"
 

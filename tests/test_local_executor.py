@@ -26,14 +26,14 @@ from typing import Any
 import cloudpickle
 import pytest
 
+from evolve.engine.workers import Finished, Placement
 from evolve.executors import WorkerLost
 from evolve.executors.local import LocalExecutor, ThreadActor
 from evolve.executors.process_actor import ProcessActor
-from evolve.program import Program
-from evolve.secrets import is_secret
-from evolve.taskfile import load_task, make_evaluator
-from evolve.workers import Finished, Placement
-from sandboxes.isolation import detect
+from evolve.plugin.program import Program
+from evolve.plugin.secrets import is_secret
+from evolve.sandboxes.isolation import detect
+from evolve.task.loading import load_task, make_evaluator
 from tests.helpers.guessing import PROGRAM, folder_with, primary_secondary
 
 # The test's actor classes travel to the child by value, as a task's own classes do: the
@@ -349,8 +349,9 @@ def test_a_run_on_this_machine_loads_no_ray() -> None:
     """What a local run's driver and its evaluation workers import holds no Ray: the
     executor, the loop, the proposal workers, the command's launch and the worker's side."""
     modules = (
-        "evolve.launch", "evolve.engine", "evolve.executors.local", "evolve.proposal_workers",
-        "evolve.executors.actor_process", "evolve.workers", "evolve.mutators.factory",
+        "evolve.engine.launch", "evolve.engine.loop", "evolve.executors.local",
+        "evolve.propose.workers",
+        "evolve.executors.actor_process", "evolve.engine.workers", "evolve.mutators.factory",
     )  # fmt: skip
     probe = f"import sys, {', '.join(modules)}; print('ray' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evolve.missing_tools import Missing, advice, missing
-from sandboxes.isolation import detect
+from evolve.sandboxes.isolation import detect
+from evolve.task.missing_tools import Missing, advice, missing
 
 EVOLVE = [sys.executable, "-m", "evolve"]
 SEED = "# EVOLVE-BLOCK-START\nN = 3  # @knob int 1..5\n# EVOLVE-BLOCK-END\n"

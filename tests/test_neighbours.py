@@ -1,5 +1,6 @@
 """The programs a run holds one small change from a parent, named in the prompts on it
-(evolve/neighbours.py, evolve/mutators/small_change.py): found from a real SQLite store's lineage,
+(evolve/propose/neighbours.py, evolve/mutators/small_change.py): found from a real SQLite
+store's lineage,
 shown as changes to the parent, and read by the scripted matmul model, which then leaves
 out the changes that would make them again; and the parent's siblings that proposals in
 flight work on, whose changes made on the parent could meet them."""
@@ -10,25 +11,25 @@ import random
 import re
 from pathlib import Path
 
-from evolve.briefing import Briefing
-from evolve.budgets import Budgets
-from evolve.candidate_cache import CandidateCache
-from evolve.events import EventLog
+from evolve.engine.budgets import Budgets
+from evolve.engine.candidate_cache import CandidateCache
+from evolve.engine.events import EventLog
 from evolve.executors.local import LocalExecutor
 from evolve.mutators.base import Neighbour, Parent, PastAttempt
 from evolve.mutators.factory import make_mutator, prompt_context
 from evolve.mutators.prompt import build_prompt
 from evolve.mutators.small_change import small_change
-from evolve.neighbours import SHOWN_CHARS
-from evolve.program import Program
-from evolve.proposals import Proposer
-from evolve.recent_attempts import RecentAttempts
-from evolve.results import EvalResult
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult
+from evolve.propose.briefing import Briefing
+from evolve.propose.neighbours import SHOWN_CHARS
+from evolve.propose.proposer import Proposer
+from evolve.propose.recent_attempts import RecentAttempts
+from evolve.propose.services import RunServices
 from evolve.search.novelty import NoveltyIndex
 from evolve.search.strategy import IslandStrategy, Scored
-from evolve.services import RunServices
 from evolve.store import CandidateRecord, Store, default_url
-from evolve.taskfile import load_task
+from evolve.task.loading import load_task
 from tests.conftest import ROOT, store_record, write_matmul_task
 from tests.fakes.matmul_model import EDITS, MatmulModel
 from tests.helpers.prompts import CONTEXT

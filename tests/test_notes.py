@@ -1,5 +1,5 @@
 """Shipped notes say what holds on any machine; what one machine has is the prompt's hardware
-section, read from the machine that measures (evolve.hardware). Notes that stated one
+section, read from the machine that measures (evolve.plugin.hardware). Notes that stated one
 CPU's caches and speeds contradicted that section wherever the task ran elsewhere."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[1]
-SHIPPED = sorted([*ROOT.glob("tasks/*/notes.md"), *ROOT.glob("evolve/starters/*/notes.md")])
+SHIPPED = sorted([*ROOT.glob("tasks/*/notes.md"), *ROOT.glob("evolve/cli/starters/*/notes.md")])
 
 # Each pattern is a way a note states a fact about one machine.
 MACHINE_FACTS = (
@@ -84,5 +84,5 @@ def test_notes_that_reason_about_caches_or_vectors_point_to_the_hardware_section
 
 def test_the_notes_checked_are_the_shipped_ones() -> None:
     """The checks above pass vacuously if the globs find nothing."""
-    expected = {ROOT / "tasks/matmul_c/notes.md", ROOT / "evolve/starters/c_kernel/notes.md"}
+    expected = {ROOT / "tasks/matmul_c/notes.md", ROOT / "evolve/cli/starters/c_kernel/notes.md"}
     assert expected <= set(SHIPPED)

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from evolve.program import Program
+from evolve.plugin.program import Program
 from evolve.search.novelty import NoveltyIndex, block_tokens, signature
 
 C_SEED = """\
@@ -119,7 +119,7 @@ def test_diverse_spreads_inspirations_away_from_the_parent_and_each_other() -> N
 def test_signatures_are_the_same_in_every_process() -> None:
     """Python's hash() differs between processes; a signature must not."""
     script = (
-        "import sys; from evolve.program import Program; "
+        "import sys; from evolve.plugin.program import Program; "
         "from evolve.search.novelty import signature; "
         "print(signature(Program({'kernel.c': sys.stdin.read()})).tolist())"
     )

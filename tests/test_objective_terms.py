@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evolve.champion import crowned_measurement
-from evolve.figures import RunFigures
-from evolve.objective_terms import Terms
-from evolve.program import Program
-from evolve.results import EvalResult
-from evolve.scoring import score
+from evolve.engine.champion import crowned_measurement
+from evolve.engine.scoring import score
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult
 from evolve.store import CandidateRecord, Store, default_url
-from evolve.task import Objective
+from evolve.task.schema import Objective
+from evolve.views.figures import RunFigures
+from evolve.views.objective_terms import Terms
 from tests.conftest import store_record
 
 RUN_WALL = Terms((Objective(name="run_wall_s", direction="minimize"),), "command")
@@ -43,7 +43,7 @@ def stored(terms: Terms, value: float) -> float:
 
 def test_a_minimized_run_time_reads_as_seconds_with_its_gain_over_the_seed() -> None:
     best, seed = stored(RUN_WALL, 0.05), stored(RUN_WALL, 1.85)
-    assert best < 0, "stored negated, as evolve/scoring.py does"
+    assert best < 0, "stored negated, as evolve/engine/scoring.py does"
     assert RUN_WALL.figure(best) == "run_wall_s 0.05 s"
     assert RUN_WALL.headline(best, seed) == "run_wall_s 0.05 s, seed 1.85 s: 37x faster"
     assert RUN_WALL.headline(seed, best) == "run_wall_s 1.85 s, seed 0.05 s: 37x slower"

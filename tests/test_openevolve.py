@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from evolve.openevolve import REFUSED
 from evolve.store import Store
-from evolve.taskfile import LoadedTask, load_task
-from evolve.taskproblems import TaskFileError
+from evolve.task.loading import LoadedTask, load_task
+from evolve.task.openevolve import REFUSED
+from evolve.task.problems import TaskFileError
 from tests.fakes.llm_server import ScriptedLLMServer
 from tests.helpers.guessing import (
     EVALUATOR,

@@ -10,10 +10,15 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from evolve.pip_requirements import RequirementsError, project, read_requirements, requirement
-from evolve.task import SandboxSpec
-from evolve.taskfile import TaskFileError, load_task
-from sandboxes.images.derived import derived_tag
+from evolve.plugin.pip_requirements import (
+    RequirementsError,
+    project,
+    read_requirements,
+    requirement,
+)
+from evolve.sandboxes.images.derived import derived_tag
+from evolve.task.loading import TaskFileError, load_task
+from evolve.task.schema import SandboxSpec
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evolve.plausibility import (
+from evolve.plugin.plausibility import (
     bandwidth_applies,
     flag_lines,
     flag_reasons,

@@ -17,14 +17,14 @@ import pytest
 import ray
 from ray.actor import ActorHandle
 
-from evolve import pool
-from evolve.engine import Outcome
-from evolve.events import Event
+from evolve.engine import pool
+from evolve.engine.events import Event
+from evolve.engine.loop import Outcome
+from evolve.engine.pool import WorkerPool
+from evolve.engine.workers import Placement
 from evolve.executors.local import LocalExecutor
 from evolve.executors.on_ray import RayActor, RayExecutor
-from evolve.pool import WorkerPool
 from evolve.store import Store
-from evolve.workers import Placement
 from tests.helpers.pools import watched_engine
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from evolve.sandbox import Limits, open_sandbox
-from sandboxes import namespace_init
-from sandboxes.isolation import UNISOLATED, detect
-from sandboxes.process import ProcessSandbox, remove_tree
+from evolve.plugin.sandbox import Limits, open_sandbox
+from evolve.sandboxes import namespace_init
+from evolve.sandboxes.isolation import UNISOLATED, detect
+from evolve.sandboxes.process import ProcessSandbox, remove_tree
 from tests.conftest import unique_sleep
 
 GENEROUS_S = 20.0  # "finished in reasonable time", never a timing assertion
@@ -255,7 +255,7 @@ def test_the_work_dir_is_removed_afterwards(sandbox: ProcessSandbox) -> None:
 
 
 def test_an_unisolated_process_sandbox_says_so(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="evolve.sandbox"):
+    with caplog.at_level(logging.WARNING, logger="evolve.plugin.sandbox"):
         ProcessSandbox(UNISOLATED)
     assert "NOT isolated" in caplog.text or "no isolation" in caplog.text
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from evolve.program import Program, ProgramError, layout_free
+from evolve.plugin.program import Program, ProgramError, layout_free
 
 C_PROGRAM = """#include <stdio.h>
 int fixed(void) { return 1; }

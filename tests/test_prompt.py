@@ -4,16 +4,16 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.c_kernel.evaluator import CKernelEvaluator
-from evolve import metric_glossary
-from evolve.evaluator import evaluator_class
-from evolve.hardware import describe_hardware
+from evolve.evaluators.c_kernel.evaluator import CKernelEvaluator
 from evolve.mutators.base import Parent, PastAttempt
 from evolve.mutators.change_summary import summarize_change
 from evolve.mutators.factory import prompt_context
 from evolve.mutators.prompt import OPERATORS, build_prompt, repair_prompt, truncate
-from evolve.program import Program
-from evolve.taskfile import load_task
+from evolve.plugin import metric_glossary
+from evolve.plugin.evaluator import evaluator_class
+from evolve.plugin.hardware import describe_hardware
+from evolve.plugin.program import Program
+from evolve.task.loading import load_task
 from tests.helpers.prompts import CONTEXT, KERNEL, parent
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,16 +22,16 @@ from typing import Any
 
 import pytest
 
-from evolve.candidate_cache import CandidateCache
-from evolve.digest import run_digest
-from evolve.engine import Engine
+from evolve.engine.candidate_cache import CandidateCache
+from evolve.engine.loop import Engine
 from evolve.executors.local import LocalExecutor
 from evolve.llm import LLMCall
-from evolve.program import Program
-from evolve.recent_attempts import RecentAttempts
+from evolve.plugin.program import Program
+from evolve.propose.digest import run_digest
+from evolve.propose.recent_attempts import RecentAttempts
 from evolve.store import CandidateRecord, Settlement, Store
 from evolve.store.commits import Commits
-from evolve.taskfile import load_task, make_evaluator
+from evolve.task.loading import load_task, make_evaluator
 from tests.conftest import SYNTHETIC_SEED, postgres_schema
 from tests.fakes.llm_server import (
     Empty,

@@ -16,10 +16,10 @@ from evolve.mutators.agent import EMPTY_NUDGE, Agent
 from evolve.mutators.agent_tools import AgentServices
 from evolve.mutators.llm import LLMEditor
 from evolve.mutators.prompt import PromptContext
-from evolve.program import Program
+from evolve.plugin.program import Program
 from evolve.store import Store
-from evolve.task import LLMSpec, ModelSpec
-from evolve.taskfile import load_task, make_evaluator
+from evolve.task.loading import load_task, make_evaluator
+from evolve.task.schema import LLMSpec, ModelSpec
 from tests.conftest import SYNTHETIC_SEED, write_synthetic_task
 from tests.fakes.llm_server import (
     Empty,

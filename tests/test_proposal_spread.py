@@ -1,6 +1,6 @@
 """Model proposals spread over parents: a cap per parent and per scored program, the
 proposals in flight named in later prompts on the parent, and a parent cooled by a
-rejected proposal (evolve/proposal_spread.py); then a whole run against the scripted
+rejected proposal (evolve/propose/spread.py); then a whole run against the scripted
 server, whose requests show each prompt's parent."""
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from evolve.candidate_cache import CandidateCache
-from evolve.engine import Engine
+from evolve.engine.candidate_cache import CandidateCache
+from evolve.engine.loop import Engine
 from evolve.executors.local import LocalExecutor
 from evolve.mutators.base import PastAttempt
 from evolve.mutators.prompt import build_prompt
-from evolve.program import Program
-from evolve.proposal_spread import Spread
-from evolve.recent_attempts import RecentAttempts
+from evolve.plugin.program import Program
+from evolve.propose.recent_attempts import RecentAttempts
+from evolve.propose.spread import Spread
 from evolve.store import Store
-from evolve.taskfile import load_task, make_evaluator
+from evolve.task.loading import load_task, make_evaluator
 from tests.conftest import SYNTHETIC_SEED, write_matmul_task
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, prompt_text
 from tests.fakes.matmul_model import MatmulModel

@@ -14,9 +14,9 @@ from evolve.executors.on_ray import start_proposal_worker
 from evolve.llm.client import LLMClient
 from evolve.llm.config import parse_model
 from evolve.mutators import MutationError, MutationRequest, Parent, Proposal
-from evolve.program import Program
-from evolve.proposal_making import MutationFailed
-from evolve.secrets import Keys
+from evolve.plugin.program import Program
+from evolve.plugin.secrets import Keys
+from evolve.propose.making import MutationFailed
 from tests.conftest import SYNTHETIC_SEED
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, Stall
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from evolve.sandbox import Limits, SandboxUnavailable
-from sandboxes import process
-from sandboxes.isolation import detect
-from sandboxes.python_env import MARKER, ROOT_ENV, pip_environment
+from evolve.plugin.sandbox import Limits, SandboxUnavailable
+from evolve.sandboxes import process
+from evolve.sandboxes.isolation import detect
+from evolve.sandboxes.python_env import MARKER, ROOT_ENV, pip_environment
 
 PROBE = "evolve_probe_pkg"
 REQUIREMENT = "evolve-probe-pkg==1.0"

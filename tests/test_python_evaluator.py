@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from evaluators.python import PythonEvaluator
-from evolve.program import Program
-from evolve.results import EvalResult
-from evolve.sandbox import Limits, Sandbox
+from evolve.evaluators.python import PythonEvaluator
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult
+from evolve.plugin.sandbox import Limits, Sandbox
+from evolve.plugin.watchdog import sandbox_time
 from evolve.store import Store
-from evolve.taskfile import TaskFileError, load_task
-from evolve.watchdog import sandbox_time
+from evolve.task.loading import TaskFileError, load_task
 from tests.conftest import open_backend
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,5 +1,5 @@
 """While evaluations are fast, a busy worker gets a second job queued behind the one it
-runs (evolve/dispatch.py), which it starts without waiting for the driver; slow ones go one
+runs (evolve/engine/dispatch.py), which it starts without waiting for the driver; slow ones go one
 at a time; a worker lost while it held two jobs judges neither, and both run again alone.
 Real Ray (and for the lost worker, the local executor's worker processes too), a real store,
 the synthetic evaluator."""
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import ray
 
-from evolve.events import Snapshot
+from evolve.engine.events import Snapshot
 from evolve.executors import Actor, Executor
 from evolve.executors.local import LocalExecutor
 from evolve.executors.on_ray import RayActor, RayExecutor

@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 import ray
 
-from evolve import ray_output, runlog
-from evolve.processes import kill, ray_processes
-from evolve.secrets import secret_names
+from evolve.plugin.secrets import secret_names
+from evolve.runtime import ray_output, runlog
+from evolve.runtime.processes import kill, ray_processes
 from tests.conftest import write_synthetic_task
 
 EVOLVE = [sys.executable, "-m", "evolve"]
@@ -275,9 +275,9 @@ def test_what_reaches_descriptor_2_is_kept_and_written_to_the_next_run_log(
     assert len(lines) == 3, lines
     assert lines[0].endswith("gcs_client.cc:210: refused")
     assert "a line from a child" in lines[1] and "Python's own stderr" in lines[2]
-    ray_output.hand_to_log(lines, logging.getLogger("evolve.cluster"))
+    ray_output.hand_to_log(lines, logging.getLogger("evolve.runtime.cluster"))
     with runlog.run_log(tmp_path, "DEBUG") as path:
         pass
     logged = path.read_text()
-    assert "WARNING evolve.cluster: Ray printed: [2026-11-26" in logged
-    assert "DEBUG evolve.cluster: Ray printed: a line from a child" in logged
+    assert "WARNING evolve.runtime.cluster: Ray printed: [2026-11-26" in logged
+    assert "DEBUG evolve.runtime.cluster: Ray printed: a line from a child" in logged

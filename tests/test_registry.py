@@ -9,14 +9,16 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from evolve import registry
+from evolve.cli.commands import main
 from evolve.mutators import MutationRequest, Parent
 from evolve.mutators.factory import make_mutator, prompt_context
-from evolve.program import Program
-from evolve.sandbox import backend
+from evolve.plugin import registry
+from evolve.plugin.program import Program
+from evolve.plugin.sandbox import backend
 from evolve.search import IslandStrategy, SearchStrategy, make_strategy
-from evolve.taskfile import TaskFileError, load_task
+from evolve.task.loading import TaskFileError, load_task
 from tests.conftest import SYNTHETIC_SEED
 
 PLUGINS = '''
@@ -66,7 +68,7 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (info / "entry_points.txt").write_text(
         "[evolve.mutators]\nappender = evolve_extras:Appender\nloose = evolve_extras:Loose\n"
         "[evolve.strategies]\nring = evolve_extras:Ring\nloose = evolve_extras:Loose\n"
-        "[evolve.sandboxes]\nlocal_copy = sandboxes.process\n"
+        "[evolve.sandboxes]\nlocal_copy = evolve.sandboxes.process\n"
     )
     monkeypatch.syspath_prepend(str(site))
 
@@ -120,7 +122,7 @@ def test_a_plugin_params_are_checked_on_their_line(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("installed")
 def test_a_sandbox_backend_from_another_distribution_is_found_by_its_name() -> None:
-    assert backend("local_copy").__name__ == "sandboxes.process"
+    assert backend("local_copy").__name__ == "evolve.sandboxes.process"
 
 
 @pytest.mark.usefixtures("installed")
@@ -146,3 +148,13 @@ def test_a_name_nothing_is_registered_under_fails_on_its_line(
 def test_a_registered_class_of_the_wrong_kind_is_refused() -> None:
     with pytest.raises(TypeError, match=r"evolve\.search\.strategy\.SearchStrategy: derive it"):
         registry.load_class("strategy", "loose", SearchStrategy)
+
+
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_sandbox_flag_names_an_installed_backend_or_exits_2(tmp_path: Path, command: str) -> None:
+    task = _task(tmp_path / "t", "")
+    said = CliRunner().invoke(main, [command, str(task), "--sandbox", "vm"])
+    assert said.exit_code == 2, said.output
+    assert "--sandbox: no sandbox backend plugin named 'vm' (installed: docker, process" in (
+        " ".join(said.output.split())
+    )

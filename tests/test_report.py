@@ -21,21 +21,21 @@ import pytest
 from click.testing import CliRunner
 from matplotlib.image import imread
 
-from evolve.cli import main
-from evolve.engine import Engine
+from evolve.cli.commands import main
+from evolve.engine.loop import Engine
+from evolve.engine.scoring import score
 from evolve.executors.local import LocalExecutor
 from evolve.llm import LLMCall
-from evolve.program import Program
+from evolve.plugin.program import Program
+from evolve.plugin.results import ERROR, Counter, EvalResult, StageResult
 from evolve.report import write_report
 from evolve.report.failures import reason, reasons
 from evolve.report.lineage import trace
 from evolve.report.progress import WHOLE_RUN, replay
-from evolve.results import ERROR, Counter, EvalResult, StageResult
-from evolve.scoring import score
 from evolve.store import CandidateRecord, Settlement, Store, default_url
 from evolve.store.records import CandidateOutline, EvaluationOutline, FailedEvaluation
-from evolve.task import Objective
-from evolve.taskfile import load_task, make_evaluator
+from evolve.task.loading import load_task, make_evaluator
+from evolve.task.schema import Objective
 from tests.conftest import SYNTHETIC_SEED, postgres_schema, store_record
 
 RUN = "r1"

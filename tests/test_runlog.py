@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from evolve import engine as engine_module
-from evolve.engine import Engine
+from evolve.engine import loop as engine_module
+from evolve.engine.loop import Engine
 from evolve.executors import Executor
 from evolve.executors.local import LocalExecutor
 from evolve.executors.on_ray import RayExecutor
 from evolve.mutators.base import MutationRequest, Proposal
-from evolve.runlog import run_log
+from evolve.runtime.runlog import run_log
 from evolve.store import Store
-from evolve.taskfile import load_task, make_evaluator
+from evolve.task.loading import load_task, make_evaluator
 from tests.conftest import write_synthetic_task
 
 

@@ -15,12 +15,12 @@ import docker
 import pytest
 from pydantic import ValidationError
 
-from evolve.sandbox import Limits
-from evolve.task import SandboxSpec
-from evolve.taskfile import TaskFileError, load_task
-from sandboxes.docker import DockerSandbox, docker_available
-from sandboxes.images.build import image_tag
-from sandboxes.images.derived import SETTINGS, build_derived, derived_tag, host_settings
+from evolve.plugin.sandbox import Limits
+from evolve.sandboxes.docker import DockerSandbox, docker_available
+from evolve.sandboxes.images.build import image_tag
+from evolve.sandboxes.images.derived import SETTINGS, build_derived, derived_tag, host_settings
+from evolve.task.loading import TaskFileError, load_task
+from evolve.task.schema import SandboxSpec
 
 EVOLVE = [sys.executable, "-m", "evolve"]
 AVAILABLE, WHY = docker_available()

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from evaluators.c_kernel import CKernelEvaluator
-from evaluators.c_kernel.check import check_argv
-from evaluators.c_kernel.oracle import SANITIZED, Trial
-from evaluators.c_kernel.sanitize import (
+from evolve.evaluators.c_kernel import CKernelEvaluator
+from evolve.evaluators.c_kernel.check import check_argv
+from evolve.evaluators.c_kernel.oracle import SANITIZED, Trial
+from evolve.evaluators.c_kernel.sanitize import (
     ADDRESS_UNDEFINED,
     MemorySupport,
     memory_support,
@@ -26,14 +26,14 @@ from evaluators.c_kernel.sanitize import (
     sanitize,
     sanitized_build,
 )
-from evaluators.c_kernel.sanitizer_report import REPORT_CHARS, TRIMMED, trim_report
-from evolve.program import Program
-from evolve.results import EvalResult
-from evolve.sandbox import Limits, Sandbox
-from evolve.stages import Runner, StageFailed
-from evolve.task import TaskSpec
-from sandboxes import DockerSandbox, ProcessSandbox
-from sandboxes.docker import docker_available
+from evolve.evaluators.c_kernel.sanitizer_report import REPORT_CHARS, TRIMMED, trim_report
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult
+from evolve.plugin.sandbox import Limits, Sandbox
+from evolve.plugin.stages import Runner, StageFailed
+from evolve.sandboxes import DockerSandbox, ProcessSandbox
+from evolve.sandboxes.docker import docker_available
+from evolve.task.schema import TaskSpec
 
 TASK_DIR = Path(__file__).resolve().parent.parent / "tasks" / "matmul_c"
 SIGNATURE = (

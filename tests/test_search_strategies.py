@@ -29,8 +29,8 @@ from evolve.search.pareto import (
     crowding_distances,
     non_dominated_ranks,
 )
-from evolve.task import FeatureSpec, Objective, SearchSpec
-from evolve.taskfile import TaskFileError, load_task
+from evolve.task.loading import TaskFileError, load_task
+from evolve.task.schema import FeatureSpec, Objective, SearchSpec
 from tests.conftest import write_synthetic_task
 
 TWO_OBJECTIVES = [

@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evaluators.c_kernel import CKernelEvaluator
-from evaluators.c_kernel.build import compile_object
-from evaluators.c_kernel.code_size import code_bytes
-from evolve.program import Program
-from evolve.sandbox import Limits
-from evolve.scoring import score
-from evolve.stages import Runner, StageFailed
-from evolve.task import TaskSpec
-from evolve.taskfile import load_task
-from sandboxes import ProcessSandbox
+from evolve.engine.scoring import score
+from evolve.evaluators.c_kernel import CKernelEvaluator
+from evolve.evaluators.c_kernel.build import compile_object
+from evolve.evaluators.c_kernel.code_size import code_bytes
+from evolve.plugin.program import Program
+from evolve.plugin.sandbox import Limits
+from evolve.plugin.stages import Runner, StageFailed
+from evolve.sandboxes import ProcessSandbox
+from evolve.task.loading import load_task
+from evolve.task.schema import TaskSpec
 from tests.conftest import c_kernel_task, draft_kernel
 
 TASKS = Path(__file__).resolve().parent.parent / "tasks"

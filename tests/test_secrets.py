@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from evolve.secrets import Keys, is_secret, lookup, secret_names, withheld
+from evolve.plugin.secrets import Keys, is_secret, lookup, secret_names, withheld
 from tests.conftest import descendants, write_matmul_task
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, prompt_text
 

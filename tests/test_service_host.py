@@ -21,10 +21,10 @@ from evolve.llm import LLMCall
 from evolve.llm.client import LLMClient
 from evolve.llm.config import parse_model
 from evolve.mutators import MutationError, MutationRequest, Parent, Proposal
-from evolve.program import Program
-from evolve.secrets import Keys
-from evolve.service_host import ServicePlan
-from evolve.services import RunServices
+from evolve.plugin.program import Program
+from evolve.plugin.secrets import Keys
+from evolve.propose.service_host import ServicePlan
+from evolve.propose.services import RunServices
 from evolve.store import CandidateRecord, Store
 from tests.conftest import SYNTHETIC_SEED
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, Stall

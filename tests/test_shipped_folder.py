@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.python import PythonEvaluator
-from evaluators.shipped_files import MAX_SHIPPED_BYTES, MAX_SHIPPED_FILES
-from evolve.program import Program
-from evolve.sandbox import Limits
-from evolve.taskfile import TaskFileError, changed_files, load_task
-from sandboxes import ProcessSandbox
-from sandboxes.isolation import detect
+from evolve.evaluators.python import PythonEvaluator
+from evolve.evaluators.shipped_files import MAX_SHIPPED_BYTES, MAX_SHIPPED_FILES
+from evolve.plugin.program import Program
+from evolve.plugin.sandbox import Limits
+from evolve.sandboxes import ProcessSandbox
+from evolve.sandboxes.isolation import detect
+from evolve.task.loading import TaskFileError, changed_files, load_task
 
 # A picture's first bytes (NUL among them) and bytes that are no text in any encoding.
 PICTURE = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))

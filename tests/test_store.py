@@ -26,9 +26,9 @@ from sqlalchemy import Connection, Engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
-from evolve.candidate_cache import CandidateCache
-from evolve.program import Program
-from evolve.results import Counter, EvalResult, StageResult
+from evolve.engine.candidate_cache import CandidateCache
+from evolve.plugin.program import Program
+from evolve.plugin.results import Counter, EvalResult, StageResult
 from evolve.store import CandidateRecord, Opening, Settlement, Store, cursor_statements, default_url
 from evolve.store.database import SCHEMA_HEAD
 from evolve.store.schema import Base
@@ -489,8 +489,8 @@ def test_sqlite_file_settings(tmp_path: Path) -> None:
 
 WRITER = """
 import sys
-from evolve.program import Program
-from evolve.results import EvalResult
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult
 from evolve.store import Store
 
 store = Store(sys.argv[1])

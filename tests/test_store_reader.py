@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evolve.program import Program
-from evolve.results import EvalResult
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult
+from evolve.propose.store_reader import standings
 from evolve.store import CandidateRecord, Store, default_url
-from evolve.store_reader import standings
 from tests.conftest import store_record
 
 RUN = "reader"

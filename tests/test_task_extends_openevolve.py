@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evolve.openevolve import RunDefaults, run_defaults
-from evolve.taskfile import TaskFileError, changed_files, load_task
+from evolve.task.loading import TaskFileError, changed_files, load_task
+from evolve.task.openevolve import RunDefaults, run_defaults
 
 EVOLVE = [sys.executable, "-m", "evolve"]
 SEED = "# EVOLVE-BLOCK-START\nN = 3  # @knob int 1..5\n# EVOLVE-BLOCK-END\n"

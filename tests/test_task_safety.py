@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evaluators import task_files
+from evolve.evaluators import task_files
+from evolve.plugin.taskpaths import DEFAULT_MAX_BYTES, MAX_BYTES_ENV, read_bounded
 from evolve.store import Store, default_url
-from evolve.taskfile import TaskFileError, changed_files, load_task, parse_task
-from evolve.taskpaths import DEFAULT_MAX_BYTES, MAX_BYTES_ENV, read_bounded
-from evolve.taskyaml import MAX_DEPTH, MAX_NODES
-from evolve.taskyaml import load as load_yaml
+from evolve.task.loading import TaskFileError, changed_files, load_task, parse_task
+from evolve.task.yaml_limits import MAX_DEPTH, MAX_NODES
+from evolve.task.yaml_limits import load as load_yaml
 from tests.conftest import ROOT, write_synthetic_task
 
 TASKS = ROOT / "tasks"
@@ -538,7 +538,7 @@ def test_trusted_code_that_never_returns_fails_the_load_naming_its_file(
 PROBE_OF_THE_COPY = """
 import os, sys
 from pathlib import Path
-from evaluators.task_files import finishes_in_time
+from evolve.evaluators.task_files import finishes_in_time
 
 seen = Path(sys.argv[1])
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from evolve.knobs import find_knobs
-from evolve.task import ChampionSpec
-from evolve.taskfile import Problem, TaskFileError, load_task, make_evaluator, parse_task
+from evolve.plugin.knobs import find_knobs
+from evolve.task.loading import Problem, TaskFileError, load_task, make_evaluator, parse_task
+from evolve.task.schema import ChampionSpec
 from tests.conftest import SYNTHETIC_SEED
 
 GOOD = """\
@@ -279,7 +279,7 @@ def test_error_survives_pickling() -> None:
 def test_a_plugin_that_is_no_evaluator_fails_the_task_on_its_name_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A registered class must derive from evolve.evaluator.Evaluator, whose hooks the core
+    """A registered class must derive from evolve.plugin.evaluator.Evaluator, whose hooks the core
     calls on every evaluator; one that does not is refused at load, on evaluator.name."""
     site = tmp_path / "site"
     info = site / "evolve_loose-0.1.dist-info"
@@ -299,4 +299,4 @@ def test_a_plugin_that_is_no_evaluator_fails_the_task_on_its_name_line(
     with pytest.raises(TaskFileError) as caught:
         load_task(task)
     assert "task.yaml:3" in str(caught.value)
-    assert "is not a subclass of evolve.evaluator.Evaluator" in str(caught.value)
+    assert "is not a subclass of evolve.plugin.evaluator.Evaluator" in str(caught.value)

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from evolve.candidate_cache import CandidateCache
+from evolve.engine.candidate_cache import CandidateCache
 from evolve.llm.client import LLMCall
 from evolve.store import (
     Opening,

@@ -195,7 +195,7 @@ def test_a_read_in_the_middle_of_a_turn_waits_for_the_turn_before(postgres_url: 
 
 def test_a_wait_for_a_commit_hears_the_lease_stopping_the_driver(postgres_url: str) -> None:
     """The heartbeat stops a driver that lost its run with `interrupt_main`, which a wait
-    without end would only hear once the commit came back (evolve/lease.py)."""
+    without end would only hear once the commit came back (evolve/runtime/lease.py)."""
     store = opened(postgres_url)
     seed = store.plant_seed("run-1", program(0))
     with locked(postgres_url, at_most_s=10.0) as released:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from evolve.budgets import Budgets
+from evolve.engine.budgets import Budgets
 from evolve.llm import LLMCall
 from evolve.store import Store
-from evolve.task import Budget
+from evolve.task.schema import Budget
 from tests.fakes.llm_server import ScriptedLLMServer
 from tests.helpers.guessing import answer_closer, evolve_run, guess_task, the_run
 

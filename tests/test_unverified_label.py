@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.python import PythonEvaluator
-from evolve.program import Program
-from evolve.sandbox import Limits, Sandbox
-from evolve.stages import StageFailed
+from evolve.evaluators.python import PythonEvaluator
+from evolve.plugin.program import Program
+from evolve.plugin.sandbox import Limits, Sandbox
+from evolve.plugin.stages import StageFailed
 from evolve.store import Store
-from evolve.taskfile import load_task
+from evolve.task.loading import load_task
 from tests.conftest import open_backend
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.python import PythonEvaluator
-from evolve.program import Program
-from evolve.results import EvalResult
-from evolve.sandbox import Limits, Sandbox
-from sandboxes.isolation import detect, with_environment
-from sandboxes.process import ProcessSandbox
+from evolve.evaluators.python import PythonEvaluator
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult
+from evolve.plugin.sandbox import Limits, Sandbox
+from evolve.sandboxes.isolation import detect, with_environment
+from evolve.sandboxes.process import ProcessSandbox
 from tests.conftest import open_backend
 
 BACKENDS = ["process", pytest.param("docker", marks=pytest.mark.docker)]

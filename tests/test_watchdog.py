@@ -14,24 +14,24 @@ from typing import Any
 
 import pytest
 
-from evaluators.synthetic import SyntheticEvaluator
-from evolve.engine import Engine
+from evolve.engine.loop import Engine
+from evolve.evaluators.synthetic import SyntheticEvaluator
 from evolve.executors import Executor
 from evolve.executors.local import LocalExecutor
 from evolve.executors.on_ray import RayExecutor
-from evolve.processes import start_time
-from evolve.program import Program
-from evolve.results import EvalResult
-from evolve.sandbox import Limits, Sandbox
-from evolve.store import Store
-from evolve.taskfile import load_task
-from evolve.watchdog import (
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult
+from evolve.plugin.sandbox import Limits, Sandbox
+from evolve.plugin.watchdog import (
     DEFAULT_SANDBOX_RUNS,
     MIN_MARGIN_S,
     SANDBOX_GRACE_S,
     Watchdog,
     evaluation_deadline,
 )
+from evolve.runtime.processes import start_time
+from evolve.store import Store
+from evolve.task.loading import load_task
 from tests.conftest import write_synthetic_task
 from tests.helpers.engine_runs import Recorder
 
@@ -43,7 +43,7 @@ class StopsItsWorker(SyntheticEvaluator):
     """The synthetic evaluator, except that the first candidate after the seed stops the
     worker evaluating it, as a candidate that ptrace-attached to its parent once did, each
     time it is evaluated (a worker lost while it held two jobs runs both again, alone:
-    evolve/dispatch.py). Every worker claims the same marker file first, so exactly one
+    evolve/engine/dispatch.py). Every worker claims the same marker file first, so exactly one
     candidate does it; each worker it stops adds its pid to the marker."""
 
     def __init__(self, params: Mapping[str, Any], task_dir: Path, marker: Path) -> None:

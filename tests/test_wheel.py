@@ -31,14 +31,16 @@ def test_a_built_wheel_installs_and_runs_a_first_task_away_from_the_checkout(
     (wheel,) = (tmp_path / "wheel").glob(f"{NAME}-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in (
-        "evaluators/python/runner.py",
-        "evaluators/c_kernel/driver/driver.c",
+        "evolve/evaluators/python/runner.py",
+        "evolve/evaluators/c_kernel/driver/driver.c",
         "evolve/store/alembic.ini",
         "evolve/store/migrations/versions/0005_charges.py",
-        "evolve/starters/python/task.yaml",
-        "sandboxes/images/Dockerfile",
+        "evolve/cli/starters/python/task.yaml",
+        "evolve/sandboxes/images/Dockerfile",
     ):
         assert needed in names, needed
+    tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith("-info")}
+    assert tops == {"evolve"}, tops  # no generic top-level package beside it
     installed = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
          str(tmp_path / "site"), str(wheel)],
@@ -56,7 +58,7 @@ def test_a_built_wheel_installs_and_runs_a_first_task_away_from_the_checkout(
         assert done.returncode == 0, (command, done.stdout, done.stderr)
     assert "the seed passes" in done.stdout
     where = subprocess.run(
-        [sys.executable, "-c", "import evolve, evaluators; print(evolve.__file__)"],
+        [sys.executable, "-c", "import evolve.evaluators; print(evolve.__file__)"],
         cwd=away, env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert where.stdout.startswith(str(tmp_path / "site")), where.stdout

@@ -6,7 +6,7 @@ Two executors hold them. The local one (evolve/executors/local.py) runs a run on
 machine alone: each evaluation worker is a child process of the driver, the proposal
 workers and the store reader are threads in it, and Ray is not imported. The Ray one
 (evolve/executors/on_ray.py) starts or joins a Ray cluster and places the same classes as
-Ray actors on its nodes. The loop (evolve/engine.py), the pool, the dispatcher and the
+Ray actors on its nodes. The loop (evolve/engine/loop.py), the pool, the dispatcher and the
 proposer see only what is here: actors, futures and `WorkerLost`.
 """
 
@@ -18,11 +18,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evolve.evaluator import Evaluator
     from evolve.llm.config import Provider
     from evolve.mutators import Mutator
-    from evolve.service_host import ServicePlan
-    from evolve.task import SandboxSpec
+    from evolve.plugin.evaluator import Evaluator
+    from evolve.propose.service_host import ServicePlan
+    from evolve.task.schema import SandboxSpec
 
 
 class WorkerLost(RuntimeError):
@@ -50,7 +50,7 @@ class Executor(ABC):
 
     @abstractmethod
     def evaluation_worker(self, evaluator: Evaluator, sandbox: SandboxSpec, name: str) -> Actor:
-        """An evolve.workers.EvaluationWorker, which takes one CPU of its node."""
+        """An evolve.engine.workers.EvaluationWorker, which takes one CPU of its node."""
 
     @abstractmethod
     def proposal_workers(
@@ -60,7 +60,7 @@ class Executor(ABC):
         providers: Sequence[Provider],
         shares: Sequence[int],
     ) -> list[Actor]:
-        """One evolve.proposal_workers.ProposalWorker per share of the model slots, the
+        """One evolve.propose.workers.ProposalWorker per share of the model slots, the
         first hosting the run's services (`plan`), each thread with its own copy of
         `mutators`."""
 
@@ -70,7 +70,7 @@ class Executor(ABC):
 
     @abstractmethod
     def store_reader(self, url: str, run_name: str) -> Actor:
-        """An evolve.store_reader.StoreReader on the driver's node."""
+        """An evolve.propose.store_reader.StoreReader on the driver's node."""
 
     @abstractmethod
     def cpus(self) -> int:

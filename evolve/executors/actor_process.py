@@ -6,7 +6,7 @@ Run as `python -m evolve.executors.actor_process FD DRIVER_PID`, FD being the ch
 of the socket pair. The kernel kills the child when the driver dies (PR_SET_PDEATHSIG;
 strictly, when the driver's thread that started it ends: the thread that runs the loop),
 so that a driver killed with SIGKILL leaves no worker behind; what a worker's sandbox
-leaves (a container) is removed by the guardian (evolve/guardian.py).
+leaves (a container) is removed by the guardian (evolve/runtime/guardian.py).
 """
 
 from __future__ import annotations

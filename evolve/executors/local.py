@@ -7,7 +7,7 @@ holds a model key. The proposal workers and the agent's store reader are threads
 driver: a proposal spends its time waiting on a model's reply, and in the driver's process
 its calls reach the run's ledger and circuits directly. Their threads are daemons, so a
 run that stops does not wait for a model reply it no longer wants (its call was written
-to the ledger before it was sent: evolve/service_host.py).
+to the ledger before it was sent: evolve/propose/service_host.py).
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from evolve.executors import Actor, Executor, WorkerLost
 from evolve.executors.process_actor import ProcessActor
-from evolve.sandbox import backend
+from evolve.plugin.sandbox import backend
 
 if TYPE_CHECKING:
-    from evolve.evaluator import Evaluator
     from evolve.llm.config import Provider
     from evolve.mutators import Mutator
-    from evolve.service_host import ServicePlan
-    from evolve.task import SandboxSpec
+    from evolve.plugin.evaluator import Evaluator
+    from evolve.propose.service_host import ServicePlan
+    from evolve.task.schema import SandboxSpec
 
 log = logging.getLogger("evolve.executors")
 
@@ -109,7 +109,7 @@ class LocalExecutor(Executor):
         self.backends: set[str] = set()  # of the sandboxes the workers open
 
     def evaluation_worker(self, evaluator: Evaluator, sandbox: SandboxSpec, name: str) -> Actor:
-        from evolve.workers import EvaluationWorker
+        from evolve.engine.workers import EvaluationWorker
 
         self.processes = [p for p in self.processes if p.gone is None]
         self.backends.add(sandbox.backend)
@@ -125,7 +125,7 @@ class LocalExecutor(Executor):
         providers: Sequence[Provider],
         shares: Sequence[int],
     ) -> list[Actor]:
-        from evolve.proposal_workers import ProposalWorker
+        from evolve.propose.workers import ProposalWorker
 
         (running,) = shares
         copies = functools.partial(copy.deepcopy, dict(mutators))
@@ -136,7 +136,7 @@ class LocalExecutor(Executor):
         return [running]  # one set of threads holds any number of proposals
 
     def store_reader(self, url: str, run_name: str) -> Actor:
-        from evolve.store_reader import StoreReader
+        from evolve.propose.store_reader import StoreReader
 
         return ThreadActor("store-reader", functools.partial(StoreReader, url, run_name), 4)
 

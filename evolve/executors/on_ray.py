@@ -1,6 +1,6 @@
-"""A run on a Ray cluster (`evolve run --ray-address`): the workers of evolve/workers.py,
-evolve/proposal_workers.py and evolve/store_reader.py as Ray actors, placed on the
-cluster's nodes. Ray is started or joined by evolve/cluster.py.
+"""A run on a Ray cluster (`evolve run --ray-address`): the workers of evolve/engine/workers.py,
+evolve/propose/workers.py and evolve/propose/store_reader.py as Ray actors, placed on the
+cluster's nodes. Ray is started or joined by evolve/runtime/cluster.py.
 
 An evaluation worker takes one CPU of its node. Proposal workers take none (a slow model
 never holds an evaluation slot idle), Ray restarts one that dies, and each runs its parts
@@ -24,8 +24,7 @@ from ray.actor import ActorHandle
 from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from evolve import cluster
-from evolve.evaluator import Evaluator
+from evolve.engine.workers import EvaluationWorker
 from evolve.executors import Actor, Executor, WorkerLost
 from evolve.executors.ray_services import RemoteLedger, reaching
 from evolve.llm import LLMCall
@@ -33,11 +32,12 @@ from evolve.llm.circuit import State
 from evolve.llm.config import Provider
 from evolve.llm.records import Status
 from evolve.mutators import Mutator
-from evolve.proposal_workers import THREADS, ProposalWorker, Reached
-from evolve.service_host import ServicePlan
-from evolve.store_reader import StoreReader
-from evolve.task import SandboxSpec
-from evolve.workers import EvaluationWorker
+from evolve.plugin.evaluator import Evaluator
+from evolve.propose.service_host import ServicePlan
+from evolve.propose.store_reader import StoreReader
+from evolve.propose.workers import THREADS, ProposalWorker, Reached
+from evolve.runtime import cluster
+from evolve.task.schema import SandboxSpec
 
 
 @ray.remote(num_cpus=1)
@@ -188,5 +188,6 @@ class RayExecutor(Executor):
         return cluster.logs_folder()
 
     def close(self) -> None:
-        """Nothing here: a local instance is cleaned up as it shuts down (evolve/cluster.py),
-        and a joined cluster's nodes reap what their own workers leave."""
+        """Nothing here: a local instance is cleaned up as it shuts down
+        (evolve/runtime/cluster.py), and a joined cluster's nodes reap what their own workers
+        leave."""

@@ -2,7 +2,7 @@
 worker (evolve/executors/local.py).
 
 The child is a fresh interpreter (`python -m evolve.executors.actor_process`), started with
-the secrets out of its environment (evolve/secrets.py), in a session of its own (a Ctrl-C
+the secrets out of its environment (evolve/plugin/secrets.py), in a session of its own (a Ctrl-C
 at the terminal is the driver's to handle, not every worker's), and it dies with the driver
 (evolve/executors/actor_process.py). The two speak over a socket pair through
 multiprocessing's Connection: the first message is the driver's module path, the second
@@ -32,7 +32,7 @@ from typing import Any
 import cloudpickle
 
 from evolve.executors import Actor, WorkerLost
-from evolve.secrets import environment_without
+from evolve.plugin.secrets import environment_without
 
 log = logging.getLogger("evolve.executors")
 

@@ -1,5 +1,5 @@
 """How a proposal worker on a Ray cluster that does not host the run's services reaches the
-one that does (evolve/proposal_workers.py): its model calls go to the host's ledger, and its
+one that does (evolve/propose/workers.py): its model calls go to the host's ledger, and its
 circuits are the host's, each through a Ray call to the hosting actor.
 """
 

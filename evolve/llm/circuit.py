@@ -10,7 +10,7 @@ a long outage, its own delay would outlast what the server asks. A provider whos
 circuits have heard no answer from it yet (a probe's, or any report but a 429, a 5xx or a
 timeout) is probed every second rather than ever more rarely: one that fails from the
 start is more likely misconfigured than overloaded, and the run's failure streak
-(evolve/failure_streak.py) ends such a run after a few dozen attempts, not an hour.
+(evolve/propose/failure_streak.py) ends such a run after a few dozen attempts, not an hour.
 
 A refusal (a key refused, an unknown model: status "refused") cannot get better by waiting:
 the circuit shuts for good, and every request still asked for is turned away with
@@ -18,7 +18,7 @@ the circuit shuts for good, and every request still asked for is turned away wit
 
 `Circuit` is the pure state machine (a clock and a random source are injected, for tests);
 `ProviderCircuits` holds one per provider for all of a run's workers, in the proposal worker
-that hosts the run's services (evolve/service_host.py);
+that hosts the run's services (evolve/propose/service_host.py);
 `SharedCircuits` is a process's side of them, and `Gate` one provider's part of it, which a
 client asks and tells.
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from evolve.clipping import middle_truncate
 from evolve.llm import hooks
 from evolve.llm.circuit import Gate, provider_key
 from evolve.llm.config import ModelConfig, Provider
@@ -34,7 +33,8 @@ from evolve.llm.prices import BUILTIN_PRICES, Price, cost
 from evolve.llm.records import LLMCall, Usage
 from evolve.llm.reservations import prompt_tokens_bound, worst_usd
 from evolve.llm.retry import Attempt, retry
-from evolve.secrets import lookup
+from evolve.plugin.clipping import middle_truncate
+from evolve.plugin.secrets import lookup
 
 # Local servers (vLLM, Ollama, llama.cpp) often want no key, but the SDKs insist on one.
 _PLACEHOLDER_KEY = "no-key-needed"
@@ -233,7 +233,7 @@ class LLMClient:
 
     def _read_key(self) -> str | None:
         """The key lent to this proposal task, or where none is lent (the driver, a script),
-        the environment's: Ray's workers hold none there (evolve/secrets.py)."""
+        the environment's: Ray's workers hold none there (evolve/plugin/secrets.py)."""
         key = (lookup(self.config.key_env) or "").strip()
         if key:
             return key

@@ -4,7 +4,7 @@ reserved against the run's budgets and written to its ledger before it is sent
 run's circuit for its provider.
 
 Both reach the client through a context variable set where the proposal is made
-(evolve/proposal_making.py), so mutators and their clients need no plumbing of their own, and a
+(evolve/propose/making.py), so mutators and their clients need no plumbing of their own, and a
 client used outside a run (a script, a test) reports nowhere.
 """
 
@@ -33,7 +33,7 @@ Written = Callable[[float], object]
 
 class CallSink(Protocol):
     """Where a completed call is stored at once: the run's ledger writer, in the proposal
-    worker that hosts the run's services (evolve/service_host.py)."""
+    worker that hosts the run's services (evolve/propose/service_host.py)."""
 
     def send(self, proposal_id: int, call: LLMCall) -> Written:
         """Starts the write; what waits for it."""

@@ -3,7 +3,7 @@
 The built-in table holds list prices as published when this file was written (2025). They go
 stale: a task overrides or extends them under `llm.prices`, keyed by model label. A model in
 neither place costs 0.0 and its calls are marked unpriced rather than guessed at; a task
-with a USD budget must price every model it names (evolve/taskchecks.py).
+with a USD budget must price every model it names (evolve/task/checks.py).
 
 Prompt caching changes the rate of part of the input: tokens read from the provider's cache
 are cheaper (Anthropic 0.1x, OpenAI 0.1x to 0.5x by model), and Anthropic charges more

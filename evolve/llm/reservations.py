@@ -3,7 +3,7 @@ at its worst case before it is sent, and the reply settles the charge.
 
 The worst case is the prompt's tokens, bounded from its text (CHARS_PER_TOKEN), plus
 `max_tokens` for the answer, priced at the model's dearest input rate. The book lives
-with the run's other services (evolve/service_host.py), so that every proposal worker
+with the run's other services (evolve/propose/service_host.py), so that every proposal worker
 reserves against the same totals. A request that does not fit waits while other
 reservations are outstanding, since their replies usually charge less than they held;
 once none is, it is refused and the run stops on that budget. So the charges held at

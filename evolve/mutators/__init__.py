@@ -1,5 +1,5 @@
 """Mutators: how a child is made from its parents. A task names them by the names they are
-registered under (evolve/registry.py; the built-ins in pyproject.toml)."""
+registered under (evolve/plugin/registry.py; the built-ins in pyproject.toml)."""
 
 from evolve.mutators.agent import Agent
 from evolve.mutators.autotuner import Autotuner

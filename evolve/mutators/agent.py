@@ -22,8 +22,8 @@ from evolve.mutators.base import MutationError, MutationRequest, Mutator, Propos
 from evolve.mutators.edits import EditError
 from evolve.mutators.llm import ModelClients, no_reply
 from evolve.mutators.prompt import PromptContext, build_prompt
-from evolve.program import Program
-from evolve.task import LLMSpec
+from evolve.plugin.program import Program
+from evolve.task.schema import LLMSpec
 
 if TYPE_CHECKING:
     from evolve.llm.client import LLMCall, LLMClient

@@ -16,14 +16,14 @@ from evolve.mutators import notes_search
 from evolve.mutators.base import Parent
 from evolve.mutators.edits import EditError, apply_diff, parse_diff
 from evolve.mutators.prompt import truncate
-from evolve.program import Program
-from evolve.results import EvalResult
-from evolve.sandbox import Sandbox
-from evolve.task import SandboxSpec
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult
+from evolve.plugin.sandbox import Sandbox
+from evolve.task.schema import SandboxSpec
 
 if TYPE_CHECKING:
-    from evolve.evaluator import Evaluator
     from evolve.executors import Actor
+    from evolve.plugin.evaluator import Evaluator
     from evolve.store import CandidateRecord
 
 MAX_TOP = 10
@@ -75,7 +75,7 @@ class AgentServices:
 
     evaluator: Evaluator
     sandbox: SandboxSpec
-    reader: Actor  # an evolve.store_reader.StoreReader on the driver's node
+    reader: Actor  # an evolve.propose.store_reader.StoreReader on the driver's node
 
 
 class Toolbox:

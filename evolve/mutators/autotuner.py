@@ -33,9 +33,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evolve.knobs import Knob, Value, find_knobs, set_knobs
 from evolve.mutators.base import MutationError, MutationRequest, Mutator, Parent, Proposal
-from evolve.program import ProgramError
+from evolve.plugin.knobs import Knob, Value, find_knobs, set_knobs
+from evolve.plugin.program import ProgramError
 
 
 class AutotunerParams(BaseModel):

@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from evolve.program import Program
-from evolve.proposal_outcomes import Outcome
+from evolve.plugin.program import Program
+from evolve.plugin.proposal_outcomes import Outcome
 
 
 class MutationError(RuntimeError):
@@ -40,7 +40,7 @@ class PastAttempt:
     """An earlier proposal on the same parent, shown so the model does not repeat it."""
 
     operator: str
-    outcome: str  # an evolve.proposal_outcomes word, or the child's evaluation status
+    outcome: str  # an evolve.plugin.proposal_outcomes word, or the child's evaluation status
     summary: str  # one line: what the change was
     child_id: int | None = None
     score: float | None = None  # the child's, when it was scored
@@ -81,7 +81,7 @@ class Proposal:
 
 
 class Mutator(ABC):
-    """The base of every mutator plugin (registered as evolve/registry.py says). A plugin's
+    """The base of every mutator plugin (registered as evolve/plugin/registry.py says). A plugin's
     constructor takes the task's `params` for it, which its `Params` model validates when the
     task loads; the built-in model operators are built with the task's model section too
     (evolve/mutators/factory.py)."""

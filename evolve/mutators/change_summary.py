@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from evolve.knobs import Knob, find_knobs, format_value
-from evolve.program import Program, ProgramError
+from evolve.plugin.knobs import Knob, find_knobs, format_value
+from evolve.plugin.program import Program, ProgramError
 
 CLIP = 60  # characters of the quoted line
 VALUE_CLIP = 24  # characters of a knob's value, as shown

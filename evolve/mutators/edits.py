@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from evolve.mutators.base import MutationError
-from evolve.program import END, START, Program, ProgramError, split_segments
-from evolve.proposal_outcomes import Outcome
+from evolve.plugin.program import END, START, Program, ProgramError, split_segments
+from evolve.plugin.proposal_outcomes import Outcome
 
 SEARCH_MARK = re.compile(r"^\s*<{5,}\s*SEARCH\s*$")
 DIVIDER_MARK = re.compile(r"^\s*={5,}\s*$")

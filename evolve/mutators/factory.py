@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from evolve import registry
-from evolve.evaluator import Evaluator
 from evolve.executors import Actor, Executor
-from evolve.hardware import describe_hardware
 from evolve.mutators import LLM_OPERATORS, Agent, LLMEditor, Mutator
 from evolve.mutators.agent_tools import AgentServices
 from evolve.mutators.prompt import PromptContext
-from evolve.task import MutatorSpec
-from evolve.taskfile import LoadedTask
+from evolve.plugin import registry
+from evolve.plugin.evaluator import Evaluator
+from evolve.plugin.hardware import describe_hardware
+from evolve.task.loading import LoadedTask
+from evolve.task.schema import MutatorSpec
 
 
 def make_mutators(

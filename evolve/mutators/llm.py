@@ -5,7 +5,7 @@ shows a second parent and `fix` a failed one with its feedback, both answered as
 cannot be applied (a block that does not match, prose instead of code, an edit outside the
 EVOLVE-BLOCK) goes back to the model as feedback for exactly one repair turn; it is never
 silently skipped. Every call, repaired or not, travels back with the result, so the driver
-records what was paid for, and a proposal that fails says how (evolve.proposal_outcomes):
+records what was paid for, and a proposal that fails says how (evolve.plugin.proposal_outcomes):
 "outside_block" or "unparseable_after_repair" when the repair fails too, "empty" or
 "retries_exhausted" when the model gave no usable reply.
 """
@@ -27,9 +27,9 @@ from evolve.llm import ModelConfig, Price, parse_model
 from evolve.mutators.base import MutationError, MutationRequest, Mutator, Proposal
 from evolve.mutators.edits import EditError, apply_diff, apply_rewrite, parse_diff
 from evolve.mutators.prompt import PromptContext, build_prompt, repair_prompt
-from evolve.program import Program
-from evolve.proposal_outcomes import Outcome
-from evolve.task import LLMSpec, ModelSpec
+from evolve.plugin.program import Program
+from evolve.plugin.proposal_outcomes import Outcome
+from evolve.task.schema import LLMSpec, ModelSpec
 
 
 class LLMEditorParams(BaseModel):

@@ -8,7 +8,7 @@ hold $format, themselves) may all use:
 
     $task          the task description and its objectives
     $rules         what a candidate may use: the evaluator's allowlists (cflags, headers...)
-    $hardware      where candidates are measured (see evolve.hardware)
+    $hardware      where candidates are measured (see evolve.plugin.hardware)
     $notes         the task's notes (its knowledge file)
     $format        the answer format: format_diff.txt, or format_rewrite.txt for rewrite
     $digest        the run so far: the best score, what each operator achieved, failures
@@ -57,12 +57,12 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 from string import Template
 
-from evolve import metric_glossary
-from evolve.clipping import middle_truncate
 from evolve.mutators.base import Neighbour, Parent, PastAttempt
 from evolve.mutators.edits import rewrite_target
 from evolve.mutators.small_change import knob_set
-from evolve.program import split_segments
+from evolve.plugin import metric_glossary
+from evolve.plugin.clipping import middle_truncate
+from evolve.plugin.program import split_segments
 
 OPERATORS = ("diff", "rewrite", "crossover", "fix", "agent")
 FIXED_SECTIONS = frozenset({"task", "rules", "hardware", "notes", "legend", "format"})
@@ -111,7 +111,7 @@ class PromptContext:
     hardware: str = ""
     language: str = ""  # of the main file, for code fences
     rules: str = ""  # the evaluator's prompt_rules(): what a candidate may use
-    evaluator: str = ""  # its name, for what its metrics mean (evolve.metric_glossary)
+    evaluator: str = ""  # its name, for what its metrics mean (evolve.plugin.metric_glossary)
 
 
 def language_for(path: str) -> str:
@@ -139,7 +139,7 @@ def build_prompt(
     `others` are the programs the engine chose to show, best first, every one of them. For
     crossover the first is the second parent, shown with all its metrics; the rest are
     inspirations. Both are shown as their changes to the parent's EVOLVE-BLOCKs.
-    `attempts` are the parent's recent proposals and `digest` the run's (evolve.digest);
+    `attempts` are the parent's recent proposals and `digest` the run's (evolve.propose.digest);
     `in_flight` names the other proposals on the parent not answered yet,
     `neighbours` the programs the run holds one small change from it, and `racing` its
     siblings with proposals not answered yet, each with the change that made it.

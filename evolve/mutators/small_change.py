@@ -1,5 +1,5 @@
 """A change to a program in a few words, where it is small: how a prompt names the programs
-the run holds one change from its parent (evolve/neighbours.py), and an inspiration that
+the run holds one change from its parent (evolve/propose/neighbours.py), and an inspiration that
 only sets a few knobs differently (evolve/mutators/prompt.py).
 
 A line changed in place, `#define TILE_K 64  // @knob ...` into
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evolve.knobs import ANNOTATION
 from evolve.mutators.change_summary import differing_middle
-from evolve.program import Program
+from evolve.plugin.knobs import ANNOTATION
+from evolve.plugin.program import Program
 
 MAX_LINES = 3  # lines on either side of a replaced block that is still small
 CHANGED_CLIP = 40  # characters of what changed, on either side
@@ -60,7 +60,7 @@ def in_words(old: str, new: str, *, clip: bool) -> str:
 
 
 def knob_set(old: str, new: str) -> str | None:
-    """A knob's line (evolve/knobs.py) changed in place, a few words of it, in words: the
+    """A knob's line (evolve/plugin/knobs.py) changed in place, a few words of it, in words: the
     value set differently. None where the lines are not that."""
     if not (ANNOTATION.search(old) and ANNOTATION.search(new)):
         return None

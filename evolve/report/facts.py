@@ -11,9 +11,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from evolve.champion import champion_of
-from evolve.figures import RunFigures
-from evolve.objective_terms import Terms
+from evolve.engine.champion import champion_of
 from evolve.report.lineage import Tree, trace
 from evolve.store import CandidateRecord, EvaluationRecord, ProposalRecord, RunRecord, Store
 from evolve.store.evaluations import scoring_evaluation
@@ -23,7 +21,9 @@ from evolve.store.records import (
     FailedEvaluation,
     ModelSpend,
 )
-from evolve.stored_task import TaskInfo, task_info
+from evolve.task.stored import TaskInfo, task_info
+from evolve.views.figures import RunFigures
+from evolve.views.objective_terms import Terms
 
 log = logging.getLogger("evolve.report")
 
@@ -45,7 +45,8 @@ class RunFacts:
     crowned: bool
     seed: CandidateOutline | None
     terms: Terms  # how its figures are told
-    headline: str  # the best's figure beside the seed's (evolve/figures.py); "" without a best
+    # The best's figure beside the seed's (evolve/views/figures.py); "" without a best.
+    headline: str
     measured: dict[str, EvaluationRecord]  # "seed", "best": the evaluation to read counters of
     tree: Tree | None
     lineage: dict[int, CandidateRecord]  # the programs of the tree's candidates
@@ -59,7 +60,7 @@ def read_facts(store: Store, run_name: str) -> RunFacts:
         raise KeyError(f"no run named {run_name!r} in {store.display_url}")
     task = task_info(run)
     candidates = {c.id: c for c in store.candidate_outlines(run_name)}
-    # The run's champion, judged as the run judged it (evolve/champion.py): the top score
+    # The run's champion, judged as the run judged it (evolve/engine/champion.py): the top score
     # may belong to a candidate measured once, or flagged with disagreeing measurements.
     crowned = champion_of(store, run)
     scored = [c for c in candidates.values() if c.score is not None]

@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from evolve.failure_line import TRACEBACK, exception_line, headline, what_failed
-from evolve.failure_line import failed_stage as stopped_at
-from evolve.results import ERROR, TIMEOUT
+from evolve.plugin.failure_line import TRACEBACK, exception_line, headline, what_failed
+from evolve.plugin.failure_line import failed_stage as stopped_at
+from evolve.plugin.results import ERROR, TIMEOUT
 from evolve.store.records import FailedEvaluation, ProposalRecord
 
 REASON_CHARS = 120

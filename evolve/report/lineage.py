@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from evolve.program_diff import file_diffs
 from evolve.store import CandidateRecord
 from evolve.store.records import CandidateOutline
+from evolve.views.program_diff import file_diffs
 
 DIFF_LINES = 400  # of one edge's diff; the rest is counted, not shown
 PAGE_DIFF_LINES = 12_000  # of all the edges' diffs, the newest edges' first: about 1 MB
@@ -62,7 +62,7 @@ def trace(candidates: Mapping[int, CandidateOutline], best: int, limit: int) -> 
 def edge_diff(
     edge: Edge, records: Mapping[int, CandidateRecord], room: int
 ) -> tuple[list[list[str]], int]:
-    """The child against this parent, file by file (evolve/program_diff.py), cut to `room`
+    """The child against this parent, file by file (evolve/views/program_diff.py), cut to `room`
     lines in all; and how many lines were cut."""
     parent, child = records.get(edge.parent), records.get(edge.child)
     if parent is None or child is None:

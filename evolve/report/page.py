@@ -14,11 +14,11 @@ import base64
 import hashlib
 import time
 
+from evolve.engine.verification import WORD, run_reason
 from evolve.report.facts import RunFacts
 from evolve.report.markup import Safe, join, tag
 from evolve.report.sections import Section, sections
-from evolve.run_states import shown_status
-from evolve.verification import WORD, run_reason
+from evolve.views.run_states import shown_status
 
 STYLE = """
 :root { color-scheme: light; --ink: #1d232a; --muted: #5b6670; --rule: #d8dee4; }

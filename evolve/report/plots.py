@@ -19,8 +19,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from evolve.objective_terms import Terms, in_unit
 from evolve.report.progress import WHOLE_RUN, Progress
+from evolve.views.objective_terms import Terms, in_unit
 
 RASTER_ABOVE = 2000  # points in one scatter beyond which it is drawn as an image
 LABEL_CHARS = 40  # of a bar's label; model and operator names can be long

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from evolve.results import OK
+from evolve.plugin.results import OK
 from evolve.store.records import CandidateOutline, EvaluationOutline
 
 REMEASURE = "remeasure"

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from math import inf
 from typing import Any
 
-from evolve.objective_terms import Terms
 from evolve.report import failures, operators, plots
 from evolve.report.facts import RunFacts
 from evolve.report.lineage_view import view as lineage_view
@@ -17,6 +16,7 @@ from evolve.report.markup import Safe, duration, join, note, number, percent, ta
 from evolve.report.progress import WHOLE_RUN, Fall, replay
 from evolve.search.pareto import pareto_front
 from evolve.store import EvaluationRecord
+from evolve.views.objective_terms import Terms
 
 REASONS_PER_STAGE = 8
 FRONT_ROWS = 30

@@ -1,16 +1,16 @@
 """Parent selection state, derived from the store and updated one result at a time, by the
-search strategy the task names (a plugin: evolve/registry.py)."""
+search strategy the task names (a plugin: evolve/plugin/registry.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evolve import registry
+from evolve.plugin import registry
 from evolve.search.islands import Islands
 from evolve.search.map_elites import MapElitesStrategy
 from evolve.search.pareto import ParetoStrategy, pareto_front
 from evolve.search.strategy import IslandStrategy, Pick, Scored, SearchStrategy
-from evolve.task import Objective, SearchSpec
+from evolve.task.schema import Objective, SearchSpec
 
 __all__ = [
     "IslandStrategy",
@@ -28,7 +28,7 @@ __all__ = [
 def make_strategy(
     spec: SearchSpec, objectives: Sequence[Objective], seed_id: int
 ) -> SearchStrategy:
-    """The strategy registered under `search.strategy` (evolve/registry.py); the task loader
+    """The strategy registered under `search.strategy` (evolve/plugin/registry.py); the task loader
     has already refused a name nothing is registered under, and a combination a built-in
     cannot run (pareto with one objective, map_elites without features)."""
     cls = registry.load_class("strategy", spec.strategy, SearchStrategy)

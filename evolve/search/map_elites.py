@@ -24,7 +24,7 @@ from sortedcontainers import SortedKeyList
 
 from evolve.search.islands import Member
 from evolve.search.strategy import Pick, Scored, SearchStrategy
-from evolve.task import FeatureSpec, Objective, SearchSpec
+from evolve.task.schema import FeatureSpec, Objective, SearchSpec
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evolve.program import C_LIKE, Program, split_segments
+from evolve.plugin.program import C_LIKE, Program, split_segments
 
 PERMUTATIONS = 64
 SHINGLE = 3  # tokens per shingle

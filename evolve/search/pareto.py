@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from evolve.search.strategy import Pick, Scored, SearchStrategy
-from evolve.task import Objective, SearchSpec
+from evolve.task.schema import Objective, SearchSpec
 
 log = logging.getLogger(__name__)
 

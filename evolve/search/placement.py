@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evolve.program import Program
-from evolve.results import EvalResult
-from evolve.scoring import score
+from evolve.engine.scoring import score
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult
 from evolve.search.strategy import Scored
 from evolve.store import CandidateRecord, Store
 from evolve.store.evaluations import scoring_evaluation
-from evolve.task import Objective
+from evolve.task.schema import Objective
 
 
 def placement(

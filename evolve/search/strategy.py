@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from evolve.search.islands import Islands
-from evolve.task import Objective, SearchSpec
+from evolve.task.schema import Objective, SearchSpec
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Scored:
 
 
 class SearchStrategy(ABC):
-    """The base of every search strategy plugin (registered as evolve/registry.py says; the
+    """The base of every search strategy plugin (registered as evolve/plugin/registry.py says; the
     task names it as `search.strategy`)."""
 
     @classmethod

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Select, func, select
 
-from evolve.program import Program
+from evolve.plugin.program import Program
 from evolve.store import statements
 from evolve.store.candidate_ids import CandidateIds
 from evolve.store.cursor_statements import execute_one
@@ -264,6 +264,6 @@ class Candidates(Database):
 
     def _candidates(self, query: Select[Any]) -> list[CandidateRecord]:
         """Core rows, not the ORM's objects: reading a resumed run's best 4,096 (the
-        engine's cache, evolve/candidate_cache.py) took half the time."""
+        engine's cache, evolve/engine/candidate_cache.py) took half the time."""
         with self._reading() as connection:
             return [CandidateRecord.of(row) for row in connection.execute(query)]

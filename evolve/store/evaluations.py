@@ -7,7 +7,7 @@ from dataclasses import asdict, replace
 
 from sqlalchemy import case, func, select
 
-from evolve.results import OK, EvalResult
+from evolve.plugin.results import OK, EvalResult
 from evolve.store import statements
 from evolve.store.database import Database
 from evolve.store.deferred import defer

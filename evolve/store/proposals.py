@@ -1,7 +1,7 @@
 """The proposals ledger: each request to an operator, its model calls, and its outcome.
 
 A proposal is opened before its task starts, its calls are written one at a time as they
-complete (by evolve/ledger_writer.py, from wherever the model was called), and it is
+complete (by evolve/propose/ledger_writer.py, from wherever the model was called), and it is
 settled with an outcome when its result reaches the driver. So a driver killed at any
 moment leaves every paid call in the store, under its proposal, and `--resume` closes the
 proposals it left open as `interrupted`, spending exactly what the store says was spent.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, func, select
 
 from evolve.llm import LLMCall as LLMCallRecordable
-from evolve.proposal_outcomes import OUTCOMES, Outcome
+from evolve.plugin.proposal_outcomes import OUTCOMES, Outcome
 from evolve.store import statements
 from evolve.store.database import Database
 from evolve.store.deferred import defer

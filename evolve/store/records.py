@@ -11,8 +11,8 @@ from typing import Any
 
 from sqlalchemy import Row
 
-from evolve.program import Program
-from evolve.results import Counter, StageResult
+from evolve.plugin.program import Program
+from evolve.plugin.results import Counter, StageResult
 from evolve.store.schema import Candidate, Evaluation, LLMCall, Migration, Proposal, Run
 
 

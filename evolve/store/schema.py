@@ -110,7 +110,7 @@ class Evaluation(Base):
 class Proposal(Base):
     """One request to an operator for a child, whatever became of it: the ledger that groups
     a proposal's model calls and says why a paid proposal made no candidate. `outcome` is
-    None while it is in flight (evolve/proposal_outcomes.py has the words)."""
+    None while it is in flight (evolve/plugin/proposal_outcomes.py has the words)."""
 
     __tablename__ = "proposals"
 

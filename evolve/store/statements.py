@@ -13,7 +13,7 @@ from functools import cache
 from sqlalchemy import Insert, Update, bindparam, case, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from evolve.results import OK
+from evolve.plugin.results import OK
 from evolve.store.schema import PENDING, BanditArm, Candidate, Evaluation, LLMCall, Proposal
 
 CANDIDATES, EVALUATIONS = Candidate.__table__, Evaluation.__table__

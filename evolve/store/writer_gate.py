@@ -4,7 +4,7 @@ before they ask SQLite for the file.
 SQLite takes one writer at a time: a BEGIN IMMEDIATE that finds another writer in the file
 waits in SQLite's busy handler, which sleeps and looks again (after 1, 2, 5, 10, 15, 20, 25
 ms and on), not when the file is free. In a run on one machine the engine's turns and the
-ledger writer (evolve/ledger_writer.py) are threads of one process, and a model call's
+ledger writer (evolve/propose/ledger_writer.py) are threads of one process, and a model call's
 reservation, which the request waits for, is one of those writes: a writer that waited
 would sleep many times as long as the other's commit takes. Behind this gate a waiting
 writer wakes when the other one ends its transaction.

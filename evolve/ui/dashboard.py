@@ -9,13 +9,13 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from evolve.events import Event, Snapshot
-from evolve.figures import RunFigures
-from evolve.objective_terms import Terms
+from evolve.engine.events import Event, Snapshot
+from evolve.engine.verification import WORD
 from evolve.store import Store
 from evolve.ui.budget_lines import BudgetLines, Gauge
 from evolve.ui.tables import leaderboard
-from evolve.verification import WORD
+from evolve.views.figures import RunFigures
+from evolve.views.objective_terms import Terms
 
 STYLES = {"best": "bold green", "failure": "red", "warning": "yellow", "remeasure": "cyan"}
 REFRESH_S = 0.5

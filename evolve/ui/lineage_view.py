@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from evolve.lineage_tree import SCORE, Branch, Change, LineageTree, Member
-from evolve.objective_terms import in_unit
-from evolve.task import Objective
+from evolve.task.schema import Objective
+from evolve.views.lineage_tree import SCORE, Branch, Change, LineageTree, Member
+from evolve.views.objective_terms import in_unit
 
 FORK, LAST_FORK, PAST_FORK, PAST_LAST = "├── ", "└── ", "│   ", "    "
 

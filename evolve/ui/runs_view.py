@@ -9,13 +9,13 @@ import yaml
 from rich.table import Table
 from rich.text import Text
 
-from evolve.champion import champion_of
-from evolve.figures import RunFigures
+from evolve.engine.champion import champion_of
+from evolve.engine.verification import WORD, run_reason
 from evolve.llm.prices import shown_cost
-from evolve.run_states import shown_status
 from evolve.store import RunRecord, Store
 from evolve.store.records import RunTotals
-from evolve.verification import WORD, run_reason
+from evolve.views.figures import RunFigures
+from evolve.views.run_states import shown_status
 
 
 def runs_table(
@@ -64,7 +64,7 @@ def _spend(total: RunTotals) -> str:
 
 
 def best_figure(store: Store, run: RunRecord) -> str:
-    """The run's champion (evolve/champion.py), not its top score, which may be measured
+    """The run's champion (evolve/engine/champion.py), not its top score, which may be measured
     once: `#54 run_wall_s 0.05282 s, 37x faster`; `-` where none is crowned."""
     champion = champion_of(store, run)
     if champion is None:

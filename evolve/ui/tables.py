@@ -7,16 +7,16 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from evolve.champion import flagged, is_flagged
-from evolve.figures import RunFigures
+from evolve.engine.champion import flagged, is_flagged
+from evolve.engine.verification import WORD, run_reason
 from evolve.llm.prices import shown_cost
-from evolve.objective_terms import Terms
-from evolve.plausibility import flag_reasons
+from evolve.plugin.plausibility import flag_reasons
 from evolve.search.pareto import pareto_front
 from evolve.store import CandidateRecord, RunRecord, Store
 from evolve.store.evaluations import scoring_evaluation
 from evolve.ui.fitted import Column, FittedTable
-from evolve.verification import WORD, run_reason
+from evolve.views.figures import RunFigures
+from evolve.views.objective_terms import Terms
 
 KEY_METRICS = 4
 FLAGGED_NOTE = (

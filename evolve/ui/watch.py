@@ -10,11 +10,11 @@ from dataclasses import replace
 from rich.console import Group
 from rich.live import Live
 
-from evolve.run_states import shown_status
 from evolve.store import Store
 from evolve.ui.console import console
 from evolve.ui.tables import leaderboard as board
 from evolve.ui.tables import run_summary
+from evolve.views.run_states import shown_status
 
 
 def watch(store: Store, run_name: str, limit: int, interval: float) -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evolve.engine import Engine, Outcome
-from evolve.events import Event, Snapshot
+from evolve.engine.events import Event, Snapshot
+from evolve.engine.loop import Engine, Outcome
 from evolve.executors import Executor
 from evolve.executors.local import LocalExecutor
 from evolve.store import Store
-from evolve.taskfile import load_task, make_evaluator
+from evolve.task.loading import load_task, make_evaluator
 
 
 class Recorder:

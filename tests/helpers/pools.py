@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from evolve.engine import Engine
-from evolve.events import Event, Snapshot
+from evolve.engine.events import Event, Snapshot
+from evolve.engine.loop import Engine
 from evolve.executors import Executor
 from evolve.store import Store
-from evolve.taskfile import load_task, make_evaluator
+from evolve.task.loading import load_task, make_evaluator
 from tests.conftest import write_synthetic_task
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from evolve.mutators.base import Parent
 from evolve.mutators.prompt import PromptContext
-from evolve.program import Program
+from evolve.plugin.program import Program
 
 KERNEL = """\
 #include <stdio.h>

@@ -6,8 +6,8 @@ from __future__ import annotations
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
-from evolve.program import Program
-from evolve.results import EvalResult, StageResult
+from evolve.plugin.program import Program
+from evolve.plugin.results import EvalResult, StageResult
 from evolve.store import CandidateRecord, Settlement, Store
 
 RUN = "run-1"

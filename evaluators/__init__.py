@@ -1,1 +1,0 @@
-"""Evaluator plugins shipped with evolve, found through the "evolve.evaluators" entry points."""

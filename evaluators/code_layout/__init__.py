@@ -1,5 +1,0 @@
-"""Evolves the order of a program's functions in its binary, scored by simulated I-cache misses."""
-
-from evaluators.code_layout.evaluator import CodeLayoutEvaluator
-
-__all__ = ["CodeLayoutEvaluator"]

@@ -1,5 +1,0 @@
-"""Evolve clang-19's inlining decisions for code size, through its interactive ML channel."""
-
-from evaluators.llvm_inline.evaluator import LLVMInlineEvaluator
-
-__all__ = ["LLVMInlineEvaluator"]

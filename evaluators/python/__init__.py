@@ -1,5 +1,0 @@
-"""Evaluate Python programs with an OpenEvolve-style evaluator.py, run beside them in a sandbox."""
-
-from evaluators.python.evaluator import PythonEvaluator
-
-__all__ = ["PythonEvaluator"]
