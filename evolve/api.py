@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from evolve.engine.ending import Ended
 from evolve.store import Store, StoreNotReadable
 from evolve.store.location import StoreNotFound, for_reading, for_writing
-from evolve.store.run_names import is_run_name
 from evolve.task.loading import LoadedTask, TaskFileError, load_task
+from evolve.task.run_names import is_run_name
 
 if TYPE_CHECKING:  # Ray and the engine load only when a run starts
     from evolve.engine.launch import Finished

@@ -357,3 +357,16 @@ def test_a_run_on_this_machine_loads_no_ray() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_an_evaluation_worker_loads_no_store() -> None:
+    """An evaluation worker's process neither reads nor writes the store: its side of the
+    executor, the worker and the python evaluator load no SQLAlchemy, whose import would
+    cost each worker's start a fraction of a second and its memory tens of MB."""
+    modules = (
+        "evolve.executors.actor_process", "evolve.engine.workers", "evolve.evaluators.python",
+    )  # fmt: skip
+    probe = f"import sys, {', '.join(modules)}; print('sqlalchemy' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

@@ -16,8 +16,8 @@ from evolve.cli import history as history_cli
 from evolve.cli.options import chosen_run, db_option, ending, reading_store, results_option
 from evolve.cli.scaffold import scaffold, starters
 from evolve.runtime.runlog import LEVELS
-from evolve.store.run_names import is_run_name
 from evolve.task.loading import LoadedTask, TaskFileError, load_task
+from evolve.task.run_names import is_run_name
 from evolve.ui.console import console, errors
 
 LATEST = "__latest__"  # --resume without a run name

@@ -200,7 +200,7 @@ def report(run_name: str | None, output: Path | None, db: str | None, results: P
     import re
 
     from evolve.report import write_report
-    from evolve.store.run_names import is_run_name, run_dir
+    from evolve.task.run_names import is_run_name, run_dir
 
     location = found_store(db, results)
     with reading_store(db, results) as store:

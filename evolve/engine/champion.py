@@ -22,7 +22,7 @@ from evolve.plugin.plausibility import FLAGGED_METRIC, flag_lines, flag_reasons
 from evolve.plugin.results import OK, EvalResult
 from evolve.store import CandidateRecord, EvaluationRecord, RunRecord, Store
 from evolve.store.evaluations import scoring_evaluation
-from evolve.store.run_names import write_best
+from evolve.task.run_names import write_best
 from evolve.task.schema import ChampionSpec
 from evolve.task.stored import task_info
 from evolve.views.objective_terms import Terms

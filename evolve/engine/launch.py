@@ -35,10 +35,10 @@ from evolve.runtime.runlog import run_log
 from evolve.runtime.sandbox_choice import usable_sandbox
 from evolve.store import CandidateRecord, RunRecord, Store
 from evolve.store import location as store_location
-from evolve.store.run_names import new_run_name, run_dir
 from evolve.store.schema import PENDING
 from evolve.task.loading import LoadedTask, TaskFileError, changed_files, make_evaluator, parse_task
 from evolve.task.openevolve import run_defaults
+from evolve.task.run_names import new_run_name, run_dir
 from evolve.task.schema import ModelSpec
 from evolve.ui.console import console, errors
 from evolve.ui.dashboard import Dashboard, PlainLog

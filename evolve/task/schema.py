@@ -17,7 +17,7 @@ from pydantic import (
 from evolve.plugin.pip_requirements import requirement
 from evolve.plugin.sandbox import Limits, Sandbox, open_sandbox
 from evolve.propose.failure_streak import SAME_FAILURES
-from evolve.store.run_names import NAME_PATTERN
+from evolve.task.run_names import NAME_PATTERN
 
 
 class Strict(BaseModel):
