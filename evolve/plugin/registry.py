@@ -11,6 +11,8 @@ evolve.plugin.sandbox.Backend.
 
 from __future__ import annotations
 
+import functools
+import sys
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Literal
 
@@ -31,8 +33,16 @@ class UnknownPlugin(KeyError):
 
 
 def registered(kind: Kind) -> dict[str, EntryPoint]:
-    """The plugins of `kind` installed now, by name."""
-    return {ep.name: ep for ep in entry_points(group=GROUPS[kind])}
+    """The plugins of `kind` installed where this process finds modules, by name."""
+    return dict(_scan(GROUPS[kind], tuple(sys.path)))
+
+
+@functools.lru_cache(maxsize=16)
+def _scan(group: str, path: tuple[str, ...]) -> tuple[tuple[str, EntryPoint], ...]:
+    """The group's entry points, read once per module path (`path`, which entry_points
+    reads as sys.path): each read walks every installed distribution's metadata, a few ms,
+    and a run's start asks a dozen times."""
+    return tuple((ep.name, ep) for ep in entry_points(group=group))
 
 
 def known(kind: Kind) -> str:

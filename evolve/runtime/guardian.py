@@ -11,8 +11,8 @@ process of the driver's Ray instance, if it had one, and removes the containers 
 workers owned (evolve/runtime/orphans.py), and exits. After a clean stop it finds nothing
 left to do.
 
-Run as `python -m evolve.runtime.guardian DRIVER_PID DRIVER_START SESSION_DIR`, SESSION_DIR being
-the Ray instance's session directory, or LOCAL for a run without Ray.
+Run as `python -m evolve.runtime.guardian DRIVER_PID DRIVER_START SESSION_DIR`, SESSION_DIR
+being the Ray instance's session directory, or `-` (LOCAL) for a run without Ray.
 """
 
 from __future__ import annotations
